@@ -1,0 +1,43 @@
+// How a subcommand joins the `bagua` command line.
+//
+// Each cli/<name>_command.cpp defines one static CommandRegistration. Its
+// setup function adds its flags to the subcommand and returns the function
+// that runs it; main() runs the selected one and exits with its result.
+// Exit codes are shared by every command (docs/cli.md):
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bagua::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInternal = 1,      // a bug or an unexpected system failure
+  kExitInvalidInput = 2,  // bad flags, an invalid recipe, bad environment
+  kExitWorkerFailed = 3,  // a worker process failed (launch, run)
+  kExitInterrupted = 130, // stopped by SIGINT/SIGTERM
+};
+
+using CommandRunner = std::function<int()>;
+using CommandSetup = std::function<CommandRunner(CLI::App& sub)>;
+
+struct CommandInfo {
+  std::string name;
+  std::string description;
+  CommandSetup setup;
+};
+
+// All registered commands, in registration order.
+std::vector<CommandInfo>& command_registry();
+
+struct CommandRegistration {
+  CommandRegistration(std::string name, std::string description, CommandSetup setup) {
+    command_registry().push_back({std::move(name), std::move(description), std::move(setup)});
+  }
+};
+
+}  // namespace bagua::cli

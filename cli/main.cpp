@@ -1,0 +1,50 @@
+// bagua: data-parallel PyTorch training from one YAML recipe.
+#include "command.h"
+
+#include <bagua/errors.h>
+#include <bagua/version.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+namespace bagua::cli {
+std::vector<CommandInfo>& command_registry() {
+  static std::vector<CommandInfo> registry;
+  return registry;
+}
+}  // namespace bagua::cli
+
+int main(int argc, char** argv) {
+  using namespace bagua::cli;
+  CLI::App app{"bagua: data-parallel PyTorch training from one YAML recipe"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("bagua ") + bagua::version());
+  auto& commands = command_registry();
+  std::sort(commands.begin(), commands.end(),
+            [](const CommandInfo& a, const CommandInfo& b) { return a.name < b.name; });
+  std::map<CLI::App*, CommandRunner> runners;
+  for (const auto& info : commands) {
+    CLI::App* sub = app.add_subcommand(info.name, info.description);
+    runners[sub] = info.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitInvalidInput;
+  }
+  for (auto& [sub, run] : runners) {
+    if (!sub->parsed()) continue;
+    try {
+      return run();
+    } catch (const bagua::Error& e) {
+      std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
+      return e.is_user_error() ? kExitInvalidInput : kExitInternal;
+    } catch (const std::exception& e) {
+      std::cerr << "bagua " << sub->get_name() << ": internal error: " << e.what() << "\n";
+      return kExitInternal;
+    }
+  }
+  return kExitInternal;
+}
