@@ -1,0 +1,135 @@
+// The local launcher: a torchrun-compatible supervisor for the workers of one node.
+//
+// LocalSupervisor starts `nproc_per_node` copies of one command, each in its
+// own process group, with the environment torchrun gives its workers (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK,
+// ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
+// OMP_NUM_THREADS). Worker stdin is /dev/null.
+//
+// Contract of run():
+//   - Output is forwarded line by line: a line of one rank is never split by
+//     a line of another; a last line without a newline is flushed at exit.
+//   - It returns when every worker has exited. The first worker that exits
+//     with a non-zero code or on a signal is the root cause (first_failure);
+//     the others still running are sent SIGTERM (to their whole process
+//     group), then SIGKILL after stop_grace, and marked stopped_by_supervisor.
+//   - While it runs, SIGINT and SIGTERM to this process stop the workers the
+//     same way and run() returns with interrupted = true. It installs
+//     handlers for SIGINT, SIGTERM and SIGCHLD for that time and restores the
+//     previous ones before returning; one run() at a time per process.
+//   - A command that cannot be executed is a failure of that rank: exit code
+//     127 (126 when found but not executable) and a message in its output.
+//   - It throws ConfigError for a log_dir it cannot create, and bagua::Error
+//     when the system refuses resources (fork, pipes); it never leaves
+//     workers behind when it throws.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua {
+
+struct LaunchOptions {
+  // argv of every worker; command[0] is looked up in the workers' PATH
+  // unless it contains a '/'. Must not be empty.
+  std::vector<std::string> command;
+  // Workers started on this node (>= 1).
+  int nproc_per_node = 1;
+  // Nodes taking part in the job (>= 1); WORLD_SIZE = nnodes * nproc_per_node.
+  int nnodes = 1;
+  // This node's index, 0 <= node_rank < nnodes; RANK = node_rank * nproc_per_node + local rank.
+  int node_rank = 0;
+  // Address of the rendezvous (TCPStore) host, passed on as MASTER_ADDR.
+  std::string master_addr = "127.0.0.1";
+  // Rendezvous port, passed on as MASTER_PORT (0..65535). 0: pick a free
+  // port on master_addr when run() starts; only allowed when nnodes == 1,
+  // since every node must agree on the port (else ConfigError).
+  int master_port = 0;
+  // Added to every worker's environment; overrides everything else, the
+  // torchrun variables included. Keys must be non-empty and contain no '='.
+  std::map<std::string, std::string> extra_env;
+  // Forward each worker's stdout/stderr lines prefixed "[rank N] " (N the
+  // global rank); false forwards them unchanged (still whole lines).
+  bool prefix_output = true;
+  // When non-empty: every rank's stdout and stderr also go, unprefixed, to
+  // LOG_DIR/rank-N.log (N the global rank). The directory is created.
+  std::string log_dir;
+  // -1: forward every rank's output to the terminal. N: only global rank N's;
+  // the others go only to their logs. Must be -1 or a rank of the job.
+  int echo_rank = -1;
+  // Sets OMP_NUM_THREADS for the workers when it is not already in this
+  // process's environment (nor in extra_env). 0 = max(1, cores / nproc_per_node),
+  // cores being the CPUs this process may run on. Must be >= 0.
+  int threads_per_worker = 0;
+  // After SIGTERM to the workers, SIGKILL the ones still running after this
+  // long (>= 0).
+  std::chrono::milliseconds stop_grace{5000};
+  // How many last output lines per rank are kept for the failure report.
+  size_t tail_lines = 20;
+  // Where forwarded output goes: workers' stdout lines to stdout_fd, their
+  // stderr lines to stderr_fd. Defaults: this process's stdout and stderr.
+  // The supervisor does not close them.
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+};
+
+// How one worker ended.
+struct WorkerExit {
+  int rank = -1, local_rank = -1;
+  int pid = -1;            // its process id (also its process group id)
+  bool signaled = false;   // died on a signal
+  int status = 0;          // exit code, or signal number when signaled; -1: unknown
+  bool stopped_by_supervisor = false;  // we terminated it after another failure or an interrupt
+  std::string exec_error;  // set when its command could not be executed (e.g. "could not execute 'foo': No such file or directory")
+  // True when it exited 0.
+  bool succeeded() const { return !signaled && status == 0; }
+  // "exit code 3", "signal 11 (SIGSEGV)", "exit code 127 (could not execute ...)".
+  std::string describe() const;
+};
+
+struct LaunchResult {
+  bool ok = false;                         // every worker exited 0 and no interrupt came
+  std::optional<WorkerExit> first_failure; // the root cause: the first worker that failed on its own
+  std::vector<WorkerExit> workers;         // one per local worker, by local rank
+  std::vector<std::string> failure_tail;   // last output lines of the failed rank
+  bool interrupted = false;                // the supervisor got SIGINT/SIGTERM
+  int interrupt_signal = 0;                // which one, when interrupted
+  // One clear paragraph, e.g. "rank 1 (local rank 1) failed with exit code 3;
+  // stopped the other 3 workers. Last lines of its output:\n  ...".
+  std::string summary() const;
+};
+
+class LocalSupervisor {
+ public:
+  // Validates options; throws ConfigError naming the offending option.
+  explicit LocalSupervisor(LaunchOptions options);
+
+  // Starts all workers, forwards their output and waits for them; on the
+  // first failure or an interrupt stops the others (see the contract above).
+  // A worker failure is a result, not an exception.
+  LaunchResult run();
+
+  // The port actually used: options.master_port when given, else the port
+  // picked when run() started (0 before that).
+  int master_port() const;
+
+  const LaunchOptions& options() const { return options_; }
+
+ private:
+  LaunchOptions options_;
+  int master_port_ = 0;
+};
+
+// A TCP port on addr (an IPv4 or IPv6 literal) that nothing listens on right
+// now: bound with port 0, read back, released. Another process may take it
+// before it is used; the window is short. Throws bagua::Error on failure.
+int find_free_port(const std::string& addr = "127.0.0.1");
+
+// "SIGSEGV" for 11, ...; "SIG<n>" for numbers it does not know.
+std::string signal_name(int signal_number);
+
+}  // namespace bagua

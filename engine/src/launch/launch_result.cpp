@@ -1,0 +1,102 @@
+// How worker exits and whole launches are put into words.
+#include <bagua/launch.h>
+
+#include <csignal>
+#include <sstream>
+
+namespace bagua {
+
+std::string signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGCHLD: return "SIGCHLD";
+    case SIGCONT: return "SIGCONT";
+    case SIGSTOP: return "SIGSTOP";
+    case SIGTSTP: return "SIGTSTP";
+    case SIGTTIN: return "SIGTTIN";
+    case SIGTTOU: return "SIGTTOU";
+    case SIGURG: return "SIGURG";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGVTALRM: return "SIGVTALRM";
+    case SIGPROF: return "SIGPROF";
+    case SIGSYS: return "SIGSYS";
+    default: return "SIG" + std::to_string(signal_number);
+  }
+}
+
+std::string WorkerExit::describe() const {
+  if (signaled) return "signal " + std::to_string(status) + " (" + signal_name(status) + ")";
+  if (status < 0) return "an unknown exit status";
+  std::string text = "exit code " + std::to_string(status);
+  if (!exec_error.empty()) text += " (" + exec_error + ")";
+  return text;
+}
+
+namespace {
+std::string workers_word(size_t n) { return n == 1 ? "worker" : "workers"; }
+}  // namespace
+
+std::string LaunchResult::summary() const {
+  std::ostringstream out;
+  if (ok) {
+    out << "all " << workers.size() << " " << workers_word(workers.size()) << " exited 0.";
+    return out.str();
+  }
+  size_t stopped = 0;
+  std::vector<const WorkerExit*> also_failed;
+  for (const auto& w : workers) {
+    if (w.stopped_by_supervisor) {
+      ++stopped;
+    } else if (!w.succeeded() && !(first_failure && w.local_rank == first_failure->local_rank)) {
+      also_failed.push_back(&w);
+    }
+  }
+  if (first_failure) {
+    out << "rank " << first_failure->rank << " (local rank " << first_failure->local_rank
+        << ") failed with " << first_failure->describe();
+    if (stopped > 0) {
+      out << "; stopped the other " << stopped << " " << workers_word(stopped);
+    } else if (!interrupted) {
+      out << "; no other worker was still running";
+    }
+    if (interrupted) out << "; the launcher was also interrupted by " << signal_name(interrupt_signal);
+  } else if (interrupted) {
+    out << "interrupted by " << signal_name(interrupt_signal) << "; stopped " << stopped << " "
+        << workers_word(stopped);
+  } else {
+    out << "the launch did not succeed";
+  }
+  if (!also_failed.empty()) {
+    out << "; also failed on their own:";
+    for (size_t i = 0; i < also_failed.size(); ++i) {
+      out << (i ? ", rank " : " rank ") << also_failed[i]->rank << " (" << also_failed[i]->describe() << ")";
+    }
+  }
+  out << ".";
+  if (first_failure) {
+    if (failure_tail.empty()) {
+      out << " It printed nothing.";
+    } else {
+      out << " Last lines of its output:";
+      for (const auto& line : failure_tail) out << "\n  " << line;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace bagua

@@ -1,0 +1,376 @@
+#include <bagua/errors.h>
+#include <bagua/launch.h>
+
+#include "launch/rank_output.h"
+#include "launch/signal_relay.h"
+#include "launch/unique_fd.h"
+#include "launch/worker_process.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <memory>
+#include <poll.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace bagua {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// After the last worker exited, how long its pipes may stay open (held by a
+// child it left behind) before we stop reading them.
+constexpr milliseconds kDrainLinger{500};
+// poll() wakes up at least this often, even with no signal or output.
+constexpr milliseconds kPollPeriod{1000};
+
+void require(bool condition, const std::string& option, const std::string& message) {
+  if (!condition) throw ConfigError("launch option " + option + " " + message);
+}
+
+std::map<std::string, std::string> current_environment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const char* equals = std::strchr(*entry, '=');
+    if (equals == nullptr) continue;
+    env.emplace(std::string(*entry, static_cast<size_t>(equals - *entry)), std::string(equals + 1));
+  }
+  return env;
+}
+
+// CPUs this process may run on (its affinity mask), at least 1.
+int usable_cores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
+}
+
+void signal_group(pid_t pgid, int signal_number) {
+  if (pgid > 0) ::kill(-pgid, signal_number);  // ESRCH: the group is already gone
+}
+
+struct Worker {
+  WorkerExit exit;
+  bool running = false;
+  launch::UniqueFd pipes[2];  // indexed by launch::Stream
+  std::unique_ptr<launch::RankOutput> output;
+};
+
+// The state of one LocalSupervisor::run(). Its destructor makes sure no worker
+// outlives it, even when run() throws.
+class SupervisedRun {
+ public:
+  SupervisedRun(const LaunchOptions& options, int master_port)
+      : options_(options), master_port_(master_port) {}
+
+  ~SupervisedRun() {
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      signal_group(w.exit.pid, SIGKILL);
+      int status;
+      while (::waitpid(w.exit.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  LaunchResult execute() {
+    // Installed before the first fork: a Ctrl-C while starting must not kill
+    // us and orphan the workers already running.
+    launch::SignalRelay relay;
+    launch::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null.valid()) throw Error(std::string("launch: cannot open /dev/null: ") + std::strerror(errno));
+    std::map<std::string, std::string> env = base_environment();
+    workers_.reserve(options_.nproc_per_node);
+    for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
+      start(local_rank, env, dev_null.get());
+    }
+    supervise(relay);
+    return result();
+  }
+
+ private:
+  int global_rank(int local_rank) const { return options_.node_rank * options_.nproc_per_node + local_rank; }
+
+  // What every worker shares: this process's environment plus the job-wide variables.
+  std::map<std::string, std::string> base_environment() const {
+    std::map<std::string, std::string> env = current_environment();
+    int world_size = options_.nnodes * options_.nproc_per_node;
+    env["WORLD_SIZE"] = std::to_string(world_size);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(options_.nproc_per_node);
+    env["GROUP_RANK"] = std::to_string(options_.node_rank);
+    env["ROLE_WORLD_SIZE"] = std::to_string(world_size);
+    env["MASTER_ADDR"] = options_.master_addr;
+    env["MASTER_PORT"] = std::to_string(master_port_);
+    env["TORCHELASTIC_RESTART_COUNT"] = "0";
+    if (env.count("OMP_NUM_THREADS") == 0) {
+      int threads = options_.threads_per_worker > 0
+                        ? options_.threads_per_worker
+                        : std::max(1, usable_cores() / options_.nproc_per_node);
+      env["OMP_NUM_THREADS"] = std::to_string(threads);
+    }
+    return env;
+  }
+
+  void start(int local_rank, std::map<std::string, std::string> env, int stdin_fd) {
+    int rank = global_rank(local_rank);
+    env["RANK"] = std::to_string(rank);
+    env["ROLE_RANK"] = std::to_string(rank);
+    env["LOCAL_RANK"] = std::to_string(local_rank);
+    for (const auto& [key, value] : options_.extra_env) env[key] = value;
+
+    launch::WorkerPlan plan;
+    plan.argv = options_.command;
+    plan.exec_paths = launch::exec_candidates(options_.command[0], env.count("PATH") ? env["PATH"] : "");
+    for (const auto& [key, value] : env) plan.env.push_back(key + "=" + value);
+
+    launch::OutputSinks sinks;
+    bool echo = options_.echo_rank < 0 || options_.echo_rank == rank;
+    sinks.stdout_fd = echo ? options_.stdout_fd : -1;
+    sinks.stderr_fd = echo ? options_.stderr_fd : -1;
+    if (options_.prefix_output) sinks.prefix = "[rank " + std::to_string(rank) + "] ";
+    if (!options_.log_dir.empty()) sinks.log = open_log(rank);
+    sinks.tail_lines = options_.tail_lines;
+
+    Worker& w = workers_.emplace_back();
+    w.exit.rank = rank;
+    w.exit.local_rank = local_rank;
+    w.output = std::make_unique<launch::RankOutput>(std::move(sinks));
+    launch::StartedWorker started = launch::start_worker(plan, stdin_fd);
+    w.exit.pid = started.pid;
+    w.running = true;
+    w.pipes[0] = std::move(started.stdout_fd);
+    w.pipes[1] = std::move(started.stderr_fd);
+    if (started.exec_errno != 0) {
+      w.exit.exec_error =
+          "could not execute '" + options_.command[0] + "': " + std::strerror(started.exec_errno);
+      w.output->add_line(launch::Stream::kStderr, w.exit.exec_error);
+    }
+  }
+
+  launch::UniqueFd open_log(int rank) const {
+    std::filesystem::path path =
+        std::filesystem::path(options_.log_dir) / ("rank-" + std::to_string(rank) + ".log");
+    launch::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) {
+      throw ConfigError("launch option log_dir: cannot write '" + path.string() + "': " + std::strerror(errno));
+    }
+    return fd;
+  }
+
+  // Stops every worker still running: SIGTERM to its process group now,
+  // SIGKILL once stop_grace has passed (see supervise()).
+  void begin_stop() {
+    if (stopping_) return;
+    stopping_ = true;
+    kill_deadline_ = Clock::now() + options_.stop_grace;
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      w.exit.stopped_by_supervisor = true;
+      signal_group(w.exit.pid, SIGTERM);
+    }
+  }
+
+  void kill_all_groups() {
+    killed_ = true;
+    for (auto& w : workers_) signal_group(w.exit.pid, SIGKILL);
+  }
+
+  // Collects the workers that exited; the first one that failed while we
+  // were not stopping anyone is the root cause.
+  void reap() {
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      int status = 0;
+      pid_t r = ::waitpid(w.exit.pid, &status, WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      w.running = false;
+      if (r < 0) {  // ECHILD: someone else reaped it; we cannot know how it ended
+        w.exit.status = -1;
+      } else if (WIFSIGNALED(status)) {
+        w.exit.signaled = true;
+        w.exit.status = WTERMSIG(status);
+      } else {
+        w.exit.status = WEXITSTATUS(status);
+      }
+      if (!w.exit.succeeded() && !stopping_ && !first_failure_) first_failure_ = w.exit;
+    }
+    if (first_failure_) begin_stop();
+  }
+
+  bool any_running() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+  }
+
+  void handle_signals(launch::SignalRelay& relay) {
+    for (int sig : relay.drain()) {
+      if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD only wakes us up
+      if (!interrupted_) {
+        interrupted_ = true;
+        interrupt_signal_ = sig;
+      }
+      begin_stop();
+    }
+  }
+
+  // Reads what is available on one pipe; closes it at end of file.
+  void read_pipe(Worker& w, int stream) {
+    char buffer[65536];
+    for (;;) {
+      ssize_t n = ::read(w.pipes[stream].get(), buffer, sizeof(buffer));
+      if (n > 0) {
+        w.output->feed(static_cast<launch::Stream>(stream), buffer, static_cast<size_t>(n));
+        if (static_cast<size_t>(n) < sizeof(buffer)) return;  // let the other ranks have a turn
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      close_pipe(w, stream);  // end of file, or an error we cannot do anything about
+      return;
+    }
+  }
+
+  void close_pipe(Worker& w, int stream) {
+    w.output->finish(static_cast<launch::Stream>(stream));
+    w.pipes[stream].reset();
+  }
+
+  void supervise(launch::SignalRelay& relay) {
+    std::optional<Clock::time_point> drain_deadline;
+    for (;;) {
+      handle_signals(relay);
+      reap();
+      Clock::time_point now = Clock::now();
+      if (stopping_ && !killed_ && now >= kill_deadline_) kill_all_groups();
+
+      bool pipes_open = false;
+      for (auto& w : workers_) pipes_open = pipes_open || w.pipes[0].valid() || w.pipes[1].valid();
+      if (!any_running()) {
+        if (!pipes_open) break;
+        if (!drain_deadline) {
+          // Leftover children of a worker may hold its pipes: when stopping, they
+          // get until the SIGKILL; otherwise a short linger.
+          drain_deadline = (stopping_ && !killed_ ? kill_deadline_ : now) + kDrainLinger;
+        }
+        if (now >= *drain_deadline) break;
+      }
+
+      Clock::time_point wake = now + kPollPeriod;
+      if (stopping_ && !killed_) wake = std::min(wake, kill_deadline_);
+      if (drain_deadline) wake = std::min(wake, *drain_deadline);
+      int timeout_ms = static_cast<int>(
+          std::chrono::ceil<milliseconds>(std::max(wake - now, Clock::duration::zero())).count());
+
+      std::vector<pollfd> fds;
+      std::vector<std::pair<Worker*, int>> owners;
+      fds.push_back({relay.fd(), POLLIN, 0});
+      owners.emplace_back(nullptr, -1);
+      for (auto& w : workers_) {
+        for (int stream = 0; stream < 2; ++stream) {
+          if (!w.pipes[stream].valid()) continue;
+          fds.push_back({w.pipes[stream].get(), POLLIN, 0});
+          owners.emplace_back(&w, stream);
+        }
+      }
+      int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        throw Error(std::string("launch: poll failed: ") + std::strerror(errno));
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        auto [w, stream] = owners[i];
+        if (fds[i].revents & (POLLIN | POLLHUP)) {
+          read_pipe(*w, stream);
+        } else {
+          close_pipe(*w, stream);  // POLLERR/POLLNVAL
+        }
+      }
+    }
+    // Nothing of a stopped job may outlive run(): sweep the groups once more.
+    if (stopping_ && !killed_) kill_all_groups();
+    for (auto& w : workers_) {
+      for (int stream = 0; stream < 2; ++stream) {
+        if (w.pipes[stream].valid()) close_pipe(w, stream);
+      }
+    }
+    handle_signals(relay);  // one that came in at the very end still counts
+  }
+
+  LaunchResult result() const {
+    LaunchResult r;
+    r.interrupted = interrupted_;
+    r.interrupt_signal = interrupt_signal_;
+    r.first_failure = first_failure_;
+    bool all_succeeded = true;
+    for (const auto& w : workers_) {
+      r.workers.push_back(w.exit);
+      all_succeeded = all_succeeded && w.exit.succeeded();
+    }
+    r.ok = all_succeeded && !interrupted_;
+    if (first_failure_) r.failure_tail = workers_[first_failure_->local_rank].output->tail();
+    return r;
+  }
+
+  const LaunchOptions& options_;
+  int master_port_;
+  std::vector<Worker> workers_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_deadline_;
+  std::optional<WorkerExit> first_failure_;
+  bool interrupted_ = false;
+  int interrupt_signal_ = 0;
+};
+
+}  // namespace
+
+LocalSupervisor::LocalSupervisor(LaunchOptions options) : options_(std::move(options)) {
+  const LaunchOptions& o = options_;
+  require(!o.command.empty() && !o.command[0].empty(), "command", "must name a program to run");
+  require(o.nproc_per_node >= 1, "nproc_per_node", "must be >= 1, got " + std::to_string(o.nproc_per_node));
+  require(o.nnodes >= 1, "nnodes", "must be >= 1, got " + std::to_string(o.nnodes));
+  require(o.node_rank >= 0 && o.node_rank < o.nnodes, "node_rank",
+          "must be in [0, nnodes) = [0, " + std::to_string(o.nnodes) + "), got " + std::to_string(o.node_rank));
+  require(!o.master_addr.empty(), "master_addr", "must not be empty");
+  require(o.master_port >= 0 && o.master_port <= 65535, "master_port",
+          "must be in [0, 65535], got " + std::to_string(o.master_port));
+  require(o.master_port != 0 || o.nnodes == 1, "master_port",
+          "must be given when nnodes > 1 (every node must use the same port)");
+  int world_size = o.nnodes * o.nproc_per_node;
+  require(o.echo_rank >= -1 && o.echo_rank < world_size, "echo_rank",
+          "must be -1 or a rank in [0, " + std::to_string(world_size) + "), got " + std::to_string(o.echo_rank));
+  require(o.threads_per_worker >= 0, "threads_per_worker",
+          "must be >= 0, got " + std::to_string(o.threads_per_worker));
+  require(o.stop_grace.count() >= 0, "stop_grace", "must not be negative");
+  for (const auto& [key, value] : o.extra_env) {
+    require(!key.empty() && key.find('=') == std::string::npos, "extra_env",
+            "has an invalid variable name '" + key + "'");
+  }
+  master_port_ = o.master_port;
+}
+
+int LocalSupervisor::master_port() const { return master_port_; }
+
+LaunchResult LocalSupervisor::run() {
+  if (master_port_ == 0) master_port_ = find_free_port(options_.master_addr);
+  if (!options_.log_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options_.log_dir, error);
+    if (error) {
+      throw ConfigError("launch option log_dir: cannot create '" + options_.log_dir + "': " + error.message());
+    }
+  }
+  SupervisedRun run(options_, master_port_);
+  return run.execute();
+}
+
+}  // namespace bagua
