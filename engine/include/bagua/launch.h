@@ -13,6 +13,9 @@
 //     with a non-zero code or on a signal is the root cause (first_failure);
 //     the others still running are sent SIGTERM (to their whole process
 //     group), then SIGKILL after stop_grace, and marked stopped_by_supervisor.
+//     Once they are all gone, each worker's process group gets a last
+//     SIGKILL, so nothing a stopped worker started outlives run(). After a
+//     successful run, children a worker left behind are left alone.
 //   - While it runs, SIGINT and SIGTERM to this process stop the workers the
 //     same way and run() returns with interrupted = true. It installs
 //     handlers for SIGINT, SIGTERM and SIGCHLD for that time and restores the
@@ -124,9 +127,10 @@ class LocalSupervisor {
   int master_port_ = 0;
 };
 
-// A TCP port on addr (an IPv4 or IPv6 literal) that nothing listens on right
-// now: bound with port 0, read back, released. Another process may take it
-// before it is used; the window is short. Throws bagua::Error on failure.
+// A TCP port on addr (a host name or an IPv4/IPv6 address) that nothing
+// listens on right now: bound with port 0, read back, released. Another
+// process may take it before it is used; the window is short. Throws
+// ConfigError when addr does not resolve, bagua::Error when nothing binds.
 int find_free_port(const std::string& addr = "127.0.0.1");
 
 // "SIGSEGV" for 11, ...; "SIG<n>" for numbers it does not know.
