@@ -31,7 +31,6 @@
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 namespace {
 
@@ -491,6 +490,22 @@ TEST(LaunchFailure, MissingCommandIsReported) {
   EXPECT_EQ(result.first_failure->exec_error, message);
   EXPECT_THAT(result.summary(), HasSubstr(message));
   EXPECT_THAT(err.text(), HasSubstr("[rank 0] " + message));
+}
+
+TEST(LaunchFailure, CommandIsLookedUpInTheWorkersPath) {
+  TempDir dir;
+  CaptureFile out(dir / "out"), err(dir / "err");
+  fs::create_directory(dir / "bin");
+  std::ofstream(dir / "bin/bagua-test-worker") << "#!/bin/sh\necho found as $RANK\n";
+  fs::permissions(dir / "bin/bagua-test-worker", fs::perms::owner_all);
+  bagua::LaunchOptions options;
+  options.command = {"bagua-test-worker"};
+  options.extra_env = {{"PATH", (dir / "bin") + ":/usr/bin:/bin"}};
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  bagua::LaunchResult result = bagua::LocalSupervisor(options).run();
+  EXPECT_TRUE(result.ok) << result.summary();
+  EXPECT_EQ(out.lines(), std::vector<std::string>{"[rank 0] found as 0"});
 }
 
 TEST(LaunchFailure, NonExecutableCommandIsReported) {

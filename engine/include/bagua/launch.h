@@ -74,8 +74,9 @@ struct LaunchOptions {
   // How many last output lines per rank are kept for the failure report.
   size_t tail_lines = 20;
   // Where forwarded output goes: workers' stdout lines to stdout_fd, their
-  // stderr lines to stderr_fd. Defaults: this process's stdout and stderr.
-  // The supervisor does not close them.
+  // stderr lines to stderr_fd. Defaults: this process's stdout and stderr;
+  // -1 discards (log_dir and the failure tail still get the lines). The
+  // supervisor does not close them.
   int stdout_fd = 1;
   int stderr_fd = 2;
 };

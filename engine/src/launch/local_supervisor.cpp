@@ -54,6 +54,15 @@ int usable_cores() {
   return online > 0 ? static_cast<int>(online) : 1;
 }
 
+std::string default_path() {
+  size_t size = ::confstr(_CS_PATH, nullptr, 0);
+  if (size == 0) return "/bin:/usr/bin";
+  std::string path(size, '\0');
+  ::confstr(_CS_PATH, path.data(), size);
+  path.resize(size - 1);
+  return path;
+}
+
 void signal_group(pid_t pgid, int signal_number) {
   if (pgid > 0) ::kill(-pgid, signal_number);  // ESRCH: the group is already gone
 }
@@ -129,7 +138,8 @@ class SupervisedRun {
 
     launch::WorkerPlan plan;
     plan.argv = options_.command;
-    plan.exec_paths = launch::exec_candidates(options_.command[0], env.count("PATH") ? env["PATH"] : "");
+    // Like execvp, an unset PATH means the system's default search path.
+    plan.exec_paths = launch::exec_candidates(options_.command[0], env.count("PATH") ? env["PATH"] : default_path());
     for (const auto& [key, value] : env) plan.env.push_back(key + "=" + value);
 
     launch::OutputSinks sinks;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <poll.h>
 #include <unistd.h>
 
 namespace bagua::launch {
@@ -11,6 +12,11 @@ bool write_fully(int fd, const char* data, size_t size) {
     ssize_t n = ::write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {  // someone made our stdout non-blocking
+        pollfd writable{fd, POLLOUT, 0};
+        ::poll(&writable, 1, -1);
+        continue;
+      }
       return false;
     }
     data += n;
