@@ -1,0 +1,79 @@
+#include "comm/c10d_compat.h"
+
+#include <bagua/errors.h>
+
+#include <ATen/Context.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+
+namespace bagua::comm {
+
+StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
+                        std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = is_server;
+  opts.numWorkers = static_cast<std::size_t>(world_size);
+  opts.waitWorkers = false;  // we count arrivals ourselves, to name the missing ranks
+  opts.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
+
+StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store) {
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+}
+
+BackendPtr make_gloo(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
+                     bool loopback_only) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else if (loopback_only) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+#ifdef USE_C10D_NCCL
+BackendPtr make_nccl(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+}
+bool cuda_available() { return at::hasCUDA() && c10::cuda::device_count() > 0; }
+void set_cuda_device(int device) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(device)); }
+#else
+BackendPtr make_nccl(const StorePtr&, int, int, std::chrono::milliseconds) {
+  throw ConfigError(
+      "backend 'nccl' needs a CUDA build of bagua (LibTorch with CUDA); this build is CPU-only, "
+      "use backend 'gloo'");
+}
+bool cuda_available() { return false; }
+void set_cuda_device(int) {}
+#endif
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM: return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::PRODUCT: return c10d::ReduceOp(c10d::ReduceOp::PRODUCT);
+    case ReduceOp::MIN: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    case ReduceOp::MAX: return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::AVG: return c10d::ReduceOp(c10d::ReduceOp::AVG);
+    case ReduceOp::BAND: return c10d::ReduceOp(c10d::ReduceOp::BAND);
+    case ReduceOp::BOR: return c10d::ReduceOp(c10d::ReduceOp::BOR);
+    case ReduceOp::BXOR: return c10d::ReduceOp(c10d::ReduceOp::BXOR);
+  }
+  throw InvalidArgument("unknown ReduceOp");
+}
+
+}  // namespace bagua::comm

@@ -1,0 +1,371 @@
+// The collectives of bagua/communication.h over a group's c10d backend.
+//
+// Each public function: find the group, check the tensors locally, verify
+// the arguments across ranks (unless the group turned that off), check what
+// depends on those arguments (root range, op/dtype), then launch. Tensors go
+// on the wire as raw bytes for data movement (so every dtype, complex and
+// bool included, travels), and in a dtype the backend can reduce for
+// reductions (see reduction.h).
+#include <bagua/communication.h>
+#include <bagua/errors.h>
+
+#include "comm/process_group_impl.h"
+#include "comm/reduction.h"
+#include "comm/verify.h"
+#include "comm/work.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+namespace bagua {
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM: return "SUM";
+    case ReduceOp::PRODUCT: return "PRODUCT";
+    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::MAX: return "MAX";
+    case ReduceOp::AVG: return "AVG";
+    case ReduceOp::BAND: return "BAND";
+    case ReduceOp::BOR: return "BOR";
+    case ReduceOp::BXOR: return "BXOR";
+  }
+  return "?";
+}
+
+namespace {
+
+using comm::Collective;
+
+constexpr int kDataTag = 0x6a10;
+
+// One collective call: its group (kept alive) and its name for messages.
+struct Call {
+  ProcessGroupPtr group;
+  ProcessGroup::Impl* impl;
+  std::string what;
+
+  int size() const { return static_cast<int>(impl->ranks.size()); }
+  bool nccl() const { return impl->world->backend == "nccl"; }
+  std::chrono::milliseconds timeout() const { return impl->world->timeout; }
+
+  // Wraps a c10d call so its failures carry this call's context.
+  template <typename F>
+  comm::C10dWorkPtr launch(F&& f) const {
+    try {
+      return f(*impl->backend);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CommError(what + " failed: " + e.what());
+    }
+  }
+
+  Work work(std::vector<comm::C10dWorkPtr> works, std::function<void()> finish) const {
+    return comm::make_work(std::move(works), std::move(finish), what, timeout());
+  }
+};
+
+Call start(const ProcessGroupPtr& group, Collective c) {
+  ProcessGroupPtr g = group ? group : default_group();
+  Call call{g, &g->impl(), std::string(comm::collective_name(c)) + " on " + g->impl().describe()};
+  if (call.impl->rank < 0) {
+    throw InvalidArgument(std::string(comm::collective_name(c)) + ": this process (global rank " +
+                          std::to_string(call.impl->world->rank) + ") is not a member of " +
+                          call.impl->describe());
+  }
+  return call;
+}
+
+void check_tensor(const Call& call, const at::Tensor& t, const char* name) {
+  if (!t.defined()) throw InvalidArgument(call.what + ": `" + std::string(name) + "` is an undefined tensor");
+  if (t.layout() != at::kStrided) {
+    throw InvalidArgument(call.what + ": `" + std::string(name) + "` must be a dense tensor");
+  }
+  bool want_cuda = call.nccl();
+  if (t.is_cuda() != want_cuda) {
+    throw InvalidArgument(call.what + ": `" + std::string(name) + "` is on " + t.device().str() +
+                          " but the group's backend is " + call.impl->world->backend +
+                          (want_cuda ? " (CUDA tensors)" : " (CPU tensors)"));
+  }
+}
+
+void check_root(const Call& call, int root, const char* name) {
+  if (root < 0 || root >= call.size()) {
+    throw InvalidArgument(call.what + ": " + name + " " + std::to_string(root) +
+                          " is outside the group's ranks [0, " + std::to_string(call.size()) + ")");
+  }
+}
+
+void verify(const Call& call, Collective c, const at::Tensor* a, const at::Tensor* b = nullptr,
+            int root = -1, int op = -1) {
+  if (call.impl->verify) comm::verify_signature(*call.impl, {c, a, b, root, op});
+}
+
+// The caller's tensor, or a contiguous copy of it (copied back by finish).
+at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+
+// A flat uint8 view of a contiguous tensor's bytes.
+at::Tensor as_bytes(const at::Tensor& t) {
+  at::Tensor flat = t.reshape({-1});
+  if (t.scalar_type() == at::kByte) return flat;
+  return flat.view(at::kByte);
+}
+
+std::function<void()> copy_back(const at::Tensor& from, const at::Tensor& to,
+                                std::function<void()> then = nullptr) {
+  bool same = from.is_same(to);
+  return [from, to, same, then]() mutable {
+    if (then) then();
+    if (!same) to.copy_(from);
+  };
+}
+
+comm::C10dWorkPtr launch_allgather(const Call& call, const at::Tensor& send, const at::Tensor& recv) {
+  at::Tensor rows = as_bytes(recv).view({call.size(), -1});
+  std::vector<at::Tensor> inputs{as_bytes(send)};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < call.size(); ++r) outputs[0].push_back(rows[r]);
+  c10d::AllgatherOptions opts;
+  opts.timeout = call.timeout();
+  return call.launch([&](comm::Backend& b) { return b.allgather(outputs, inputs, opts); });
+}
+
+comm::C10dWorkPtr launch_alltoall(const Call& call, const at::Tensor& send, const at::Tensor& recv) {
+  at::Tensor in = as_bytes(send), out = as_bytes(recv);
+  c10d::AllToAllOptions opts;
+  opts.timeout = call.timeout();
+  std::vector<int64_t> equal_splits;  // empty: equal chunks along dim 0
+  return call.launch([&](comm::Backend& b) {
+    return b.alltoall_base(out, in, equal_splits, equal_splits, opts);
+  });
+}
+
+// Gathers every rank's `data` and reduces the rows locally (complex PRODUCT).
+Work gather_and_reduce(const Call& call, const at::Tensor& data, const at::Tensor& target,
+                       ReduceOp op, bool write) {
+  at::Tensor gathered = at::empty({call.size(), data.numel()}, data.options());
+  auto w = launch_allgather(call, data, gathered);
+  return call.work({w}, [=]() mutable {
+    if (write) target.view({-1}).copy_(comm::reduce_rows(gathered, op));
+  });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- allreduce
+
+Work allreduce_async(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kAllreduce);
+  check_tensor(call, tensor, "tensor");
+  verify(call, Collective::kAllreduce, &tensor, nullptr, -1, static_cast<int>(op));
+  comm::check_op_supported(op, tensor.scalar_type(), call.what);
+  if (tensor.numel() == 0) return call.work({}, nullptr);
+  at::Tensor data = contiguous(tensor);
+  if (comm::needs_local_reduction(op, tensor.scalar_type())) {
+    Work w = gather_and_reduce(call, data, data, op, true);
+    w.wait();
+    copy_back(data, tensor)();
+    return call.work({}, nullptr);
+  }
+  auto plan = comm::plan_wire_reduction(data, op, call.size(), call.nccl());
+  std::vector<at::Tensor> tensors{plan.buffer};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = comm::to_c10d(plan.wire_op);
+  opts.timeout = call.timeout();
+  auto w = call.launch([&](comm::Backend& b) { return b.allreduce(tensors, opts); });
+  return call.work({w}, copy_back(data, tensor, plan.finish));
+}
+
+void allreduce(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
+  allreduce_async(tensor, op, group).wait();
+}
+
+// ---------------------------------------------------------------- broadcast
+
+Work broadcast_async(at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kBroadcast);
+  check_tensor(call, tensor, "tensor");
+  verify(call, Collective::kBroadcast, &tensor, nullptr, root);
+  check_root(call, root, "root");
+  if (tensor.numel() == 0) return call.work({}, nullptr);
+  at::Tensor data = contiguous(tensor);
+  std::vector<at::Tensor> tensors{as_bytes(data)};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  opts.timeout = call.timeout();
+  auto w = call.launch([&](comm::Backend& b) { return b.broadcast(tensors, opts); });
+  return call.work({w}, copy_back(data, tensor));
+}
+
+void broadcast(at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
+  broadcast_async(tensor, root, group).wait();
+}
+
+// ---------------------------------------------------------------- reduce
+
+Work reduce_async(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kReduce);
+  check_tensor(call, tensor, "tensor");
+  verify(call, Collective::kReduce, &tensor, nullptr, dst, static_cast<int>(op));
+  check_root(call, dst, "dst");
+  comm::check_op_supported(op, tensor.scalar_type(), call.what);
+  if (tensor.numel() == 0) return call.work({}, nullptr);
+  at::Tensor data = contiguous(tensor);
+  if (comm::needs_local_reduction(op, tensor.scalar_type())) {
+    Work w = gather_and_reduce(call, data, data, op, call.impl->rank == dst);
+    w.wait();
+    copy_back(data, tensor)();
+    return call.work({}, nullptr);
+  }
+  auto plan = comm::plan_wire_reduction(data, op, call.size(), call.nccl());
+  std::vector<at::Tensor> tensors{plan.buffer};
+  c10d::ReduceOptions opts;
+  opts.reduceOp = comm::to_c10d(plan.wire_op);
+  opts.rootRank = dst;
+  opts.timeout = call.timeout();
+  auto w = call.launch([&](comm::Backend& b) { return b.reduce(tensors, opts); });
+  return call.work({w}, copy_back(data, tensor, plan.finish));
+}
+
+void reduce(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPtr& group) {
+  reduce_async(tensor, dst, op, group).wait();
+}
+
+// ---------------------------------------------------------------- allgather
+
+Work allgather_async(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kAllgather);
+  check_tensor(call, send, "send");
+  check_tensor(call, recv, "recv");
+  verify(call, Collective::kAllgather, &send, &recv);
+  if (send.scalar_type() != recv.scalar_type() || recv.numel() != send.numel() * call.size()) {
+    throw InvalidArgument(call.what + ": `recv` must have the dtype of `send` and size() = " +
+                          std::to_string(call.size()) + " times its elements; got send " +
+                          comm::describe_tensor(send) + ", recv " + comm::describe_tensor(recv));
+  }
+  if (send.numel() == 0) return call.work({}, nullptr);
+  at::Tensor in = contiguous(send), out = contiguous(recv);
+  auto w = launch_allgather(call, in, out);
+  return call.work({w}, copy_back(out, recv));
+}
+
+void allgather(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+  allgather_async(send, recv, group).wait();
+}
+
+// ---------------------------------------------------------------- reduce_scatter
+
+void reduce_scatter(const at::Tensor& send, at::Tensor& recv, ReduceOp op,
+                    const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kReduceScatter);
+  check_tensor(call, send, "send");
+  check_tensor(call, recv, "recv");
+  verify(call, Collective::kReduceScatter, &send, &recv, -1, static_cast<int>(op));
+  if (send.scalar_type() != recv.scalar_type() || send.numel() != recv.numel() * call.size()) {
+    throw InvalidArgument(call.what + ": `send` must have the dtype of `recv` and size() = " +
+                          std::to_string(call.size()) + " times its elements; got send " +
+                          comm::describe_tensor(send) + ", recv " + comm::describe_tensor(recv));
+  }
+  comm::check_op_supported(op, send.scalar_type(), call.what);
+  if (recv.numel() == 0) return;
+  // Every rank sends chunk j to rank j, then reduces the chunks it received,
+  // in rank order: (n-1)/n of the data crosses the network, as in a ring.
+  at::Tensor in = contiguous(send);
+  at::Tensor chunks = at::empty({call.size(), recv.numel()}, send.options());
+  call.work({launch_alltoall(call, in, chunks)}, nullptr).wait();
+  recv.view({-1}).copy_(comm::reduce_rows(chunks, op));
+}
+
+// ---------------------------------------------------------------- alltoall
+
+Work alltoall_async(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kAlltoall);
+  check_tensor(call, send, "send");
+  check_tensor(call, recv, "recv");
+  verify(call, Collective::kAlltoall, &send, &recv);
+  if (send.scalar_type() != recv.scalar_type() || send.numel() != recv.numel() ||
+      send.numel() % call.size() != 0) {
+    throw InvalidArgument(call.what + ": `send` and `recv` must have the same dtype and number of "
+                          "elements, divisible by size() = " + std::to_string(call.size()) +
+                          "; got send " + comm::describe_tensor(send) + ", recv " +
+                          comm::describe_tensor(recv));
+  }
+  if (send.numel() == 0) return call.work({}, nullptr);
+  at::Tensor in = contiguous(send), out = contiguous(recv);
+  auto w = launch_alltoall(call, in, out);
+  return call.work({w}, copy_back(out, recv));
+}
+
+void alltoall(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+  alltoall_async(send, recv, group).wait();
+}
+
+// ---------------------------------------------------------------- send / recv
+
+void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kSend);
+  check_tensor(call, tensor, "tensor");
+  check_root(call, dst, "dst");
+  if (dst == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot send to itself");
+  if (call.impl->verify) comm::verify_send(*call.impl, tensor, dst);
+  if (tensor.numel() == 0) return;
+  std::vector<at::Tensor> tensors{as_bytes(contiguous(tensor))};
+  call.work({call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag); })}, nullptr)
+      .wait();
+}
+
+void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kSend);
+  check_tensor(call, tensor, "tensor");
+  check_root(call, src, "src");
+  if (src == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot receive from itself");
+  if (call.impl->verify) comm::verify_recv(*call.impl, tensor, src);
+  if (tensor.numel() == 0) return;
+  at::Tensor data = contiguous(tensor);
+  std::vector<at::Tensor> tensors{as_bytes(data)};
+  call.work({call.launch([&](comm::Backend& b) { return b.recv(tensors, src, kDataTag); })},
+            copy_back(data, tensor))
+      .wait();
+}
+
+// ---------------------------------------------------------------- barrier
+
+void barrier(const ProcessGroupPtr& group) {
+  ProcessGroupPtr g = group ? group : default_group();
+  Call call{g, &g->impl(), "barrier on " + g->impl().describe()};
+  if (call.impl->rank < 0) throw InvalidArgument(call.what + ": this process is not a member");
+  c10d::BarrierOptions opts;
+  opts.timeout = call.timeout();
+  call.work({call.launch([&](comm::Backend& b) { return b.barrier(opts); })}, nullptr).wait();
+}
+
+// ---------------------------------------------------------------- broadcast_object
+
+void broadcast_object(std::string& object, int root, const ProcessGroupPtr& group) {
+  Call call = start(group, Collective::kBroadcastObject);
+  verify(call, Collective::kBroadcastObject, nullptr, nullptr, root);
+  check_root(call, root, "root");
+  auto bcast = [&](at::Tensor t) {
+    std::vector<at::Tensor> tensors{comm::on_backend_device(*call.impl, t)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = call.timeout();
+    call.work({call.launch([&](comm::Backend& b) { return b.broadcast(tensors, opts); })}, nullptr)
+        .wait();
+    return tensors[0].cpu();
+  };
+  at::Tensor length = at::tensor({static_cast<int64_t>(object.size())}, at::kLong);
+  int64_t n = bcast(length)[0].item<int64_t>();
+  if (n == 0) {
+    object.clear();
+    return;
+  }
+  at::Tensor bytes = at::empty({n}, at::kByte);
+  if (call.impl->rank == root) std::memcpy(bytes.data_ptr<uint8_t>(), object.data(), n);
+  at::Tensor got = bcast(bytes).contiguous();
+  object.assign(reinterpret_cast<const char*>(got.data_ptr<uint8_t>()), n);
+}
+
+}  // namespace bagua

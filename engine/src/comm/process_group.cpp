@@ -1,0 +1,383 @@
+// init_process_group, groups and their intra-/inter-node sub-groups.
+#include "comm/process_group_impl.h"
+
+#include <bagua/errors.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace bagua {
+namespace comm {
+
+std::string format_ranks(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+  out << "]";
+  return out.str();
+}
+
+namespace {
+
+struct GlobalState {
+  std::mutex mutex;
+  std::shared_ptr<World> world;
+  ProcessGroupPtr default_group;
+};
+
+GlobalState& global() {
+  static GlobalState state;
+  return state;
+}
+
+// Reads an integer environment variable. Appends to `problems` instead of
+// throwing, so one message can name every bad variable.
+std::optional<long> read_int(const char* name, bool required, std::vector<std::string>& problems) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') {
+    if (required) problems.push_back(std::string(name) + " is not set");
+    return std::nullopt;
+  }
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(raw, &end, 10);
+  if (errno != 0 || end == raw || *end != '\0') {
+    problems.push_back(std::string(name) + "='" + raw + "' is not an integer");
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string format_seconds(std::chrono::milliseconds ms) {
+  std::ostringstream out;
+  out << ms.count() / 1000.0 << " s";
+  return out.str();
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+std::chrono::milliseconds timeout_from_env(std::chrono::milliseconds fallback) {
+  const char* raw = std::getenv("BAGUA_TIMEOUT_S");
+  if (raw == nullptr || *raw == '\0') return fallback;
+  char* end = nullptr;
+  double seconds = std::strtod(raw, &end);
+  if (end == raw || *end != '\0' || !(seconds > 0)) {
+    throw ConfigError(std::string("environment variable BAGUA_TIMEOUT_S='") + raw +
+                      "' is not a positive number of seconds");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+// Waits until every rank has announced itself in the store, or names the
+// ranks that did not within the timeout.
+void wait_for_all_ranks(World& world) {
+  world.store->set("bagua/arrived/" + std::to_string(world.rank), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < world.world_size; ++r) keys.push_back("bagua/arrived/" + std::to_string(r));
+  try {
+    world.store->wait(keys, world.timeout);
+  } catch (const std::exception&) {
+    std::vector<int> missing;
+    for (int r = 0; r < world.world_size; ++r) {
+      if (!world.store->check({keys[r]})) missing.push_back(r);
+    }
+    throw CommError("rendezvous timed out after " + format_seconds(world.timeout) + ": " + std::to_string(world.world_size - missing.size()) + " of " +
+                    std::to_string(world.world_size) + " ranks arrived; missing ranks " +
+                    format_ranks(missing) +
+                    " (did every worker start, with the same MASTER_ADDR, MASTER_PORT and "
+                    "WORLD_SIZE?)");
+  }
+}
+
+// Learns every rank's (node, local rank) with one allgather on the default group.
+void gather_layout(World& world, Backend& backend) {
+  at::Tensor mine = at::tensor({static_cast<int64_t>(world.node_rank),
+                                static_cast<int64_t>(world.local_rank)},
+                               at::kLong);
+  at::Tensor all = at::empty({world.world_size, 2}, at::kLong);
+  std::vector<at::Tensor> inputs{mine};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < world.world_size; ++r) outputs[0].push_back(all[r]);
+  if (world.backend == "nccl") {
+    inputs[0] = inputs[0].cuda();
+    for (auto& t : outputs[0]) t = t.cuda();
+  }
+  backend.allgather(outputs, inputs)->wait();
+  world.node_of.resize(world.world_size);
+  world.local_rank_of.resize(world.world_size);
+  for (int r = 0; r < world.world_size; ++r) {
+    at::Tensor row = outputs[0][r].cpu();
+    world.node_of[r] = static_cast<int>(row[0].item<int64_t>());
+    world.local_rank_of[r] = static_cast<int>(row[1].item<int64_t>());
+  }
+}
+
+std::vector<int> members_where(const ProcessGroup::Impl& group, bool same_node) {
+  const World& w = *group.world;
+  std::vector<int> out;
+  for (int r : group.ranks) {
+    bool keep = same_node ? w.node_of[r] == w.node_rank : w.local_rank_of[r] == w.local_rank;
+    if (keep) out.push_back(r);
+  }
+  return out;
+}
+
+// Creates (or finds) the intra- or inter-node sub-group of `group`.
+std::shared_ptr<ProcessGroup> sub_group(ProcessGroup& group, bool intra) {
+  auto& impl = group.impl();
+  if (impl.rank < 0) {
+    throw InvalidArgument("this process is not a member of " + impl.describe());
+  }
+  std::lock_guard<std::mutex> lock(impl.sub_mutex);
+  bool& is_self = intra ? impl.intra_is_self : impl.inter_is_self;
+  auto& slot = intra ? impl.intra : impl.inter;
+  if (is_self) return group.shared_from_this();
+  if (slot) return slot;
+  std::vector<int> members = members_where(impl, intra);
+  if (members == impl.ranks) {
+    is_self = true;
+    return group.shared_from_this();
+  }
+  const World& w = *impl.world;
+  std::string suffix = intra ? "intra" + std::to_string(w.node_rank) + "/"
+                             : "inter" + std::to_string(w.local_rank) + "/";
+  slot = make_group(impl.world, members, impl.prefix + suffix);
+  slot->set_verify_collectives(impl.verify.load());
+  return slot;
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
+                                         const std::vector<int>& ranks,
+                                         const std::string& prefix) {
+  auto impl = std::make_shared<ProcessGroup::Impl>();
+  impl->world = world;
+  impl->ranks = ranks;
+  impl->prefix = prefix;
+  impl->verify = world->verify_default;
+  auto it = std::find(ranks.begin(), ranks.end(), world->rank);
+  if (it != ranks.end()) {
+    impl->rank = static_cast<int>(it - ranks.begin());
+    auto store = make_prefix_store(prefix, world->store);
+    int size = static_cast<int>(ranks.size());
+    try {
+      impl->backend = world->backend == "nccl"
+                          ? make_nccl(store, impl->rank, size, world->timeout)
+                          : make_gloo(store, impl->rank, size, world->timeout, world->loopback_only);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CommError("could not connect " + impl->describe() + ": " + e.what());
+    }
+  }
+  return std::make_shared<ProcessGroup>(impl);
+}
+
+}  // namespace comm
+
+// ---------------------------------------------------------------- ProcessGroup
+
+std::string ProcessGroup::Impl::describe() const {
+  std::string out = "group " + comm::format_ranks(ranks);
+  if (rank >= 0) out += " (rank " + std::to_string(rank) + " of " + std::to_string(ranks.size()) + ")";
+  return out;
+}
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return static_cast<int>(impl_->ranks.size()); }
+const std::vector<int>& ProcessGroup::ranks() const { return impl_->ranks; }
+std::string ProcessGroup::backend() const { return impl_->world->backend; }
+void ProcessGroup::set_verify_collectives(bool on) { impl_->verify = on; }
+bool ProcessGroup::verify_collectives() const { return impl_->verify; }
+std::shared_ptr<ProcessGroup> ProcessGroup::intra_node_group() { return comm::sub_group(*this, true); }
+std::shared_ptr<ProcessGroup> ProcessGroup::inter_node_group() { return comm::sub_group(*this, false); }
+
+// ---------------------------------------------------------------- init
+
+void init_process_group(const InitOptions& options) {
+  auto& g = comm::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  if (g.world) throw RepeatedInitializationError();
+
+  std::vector<std::string> problems;
+  auto rank = comm::read_int("RANK", true, problems);
+  auto world_size = comm::read_int("WORLD_SIZE", true, problems);
+  auto local_rank = comm::read_int("LOCAL_RANK", false, problems);
+  auto local_size = comm::read_int("LOCAL_WORLD_SIZE", false, problems);
+  auto group_rank = comm::read_int("GROUP_RANK", false, problems);
+  auto port = comm::read_int("MASTER_PORT", true, problems);
+  const char* addr_raw = std::getenv("MASTER_ADDR");
+  if (addr_raw == nullptr || *addr_raw == '\0') problems.push_back("MASTER_ADDR is not set");
+  if (world_size && *world_size < 1) problems.push_back("WORLD_SIZE must be at least 1");
+  if (rank && world_size && (*rank < 0 || *rank >= *world_size)) {
+    problems.push_back("RANK=" + std::to_string(*rank) + " is outside [0, WORLD_SIZE=" +
+                       std::to_string(*world_size) + ")");
+  }
+  if (port && (*port < 1 || *port > 65535)) {
+    problems.push_back("MASTER_PORT=" + std::to_string(*port) + " is not a port (1-65535)");
+  }
+  if (local_size && *local_size < 1) problems.push_back("LOCAL_WORLD_SIZE must be at least 1");
+  if (local_rank && local_size && (*local_rank < 0 || *local_rank >= *local_size)) {
+    problems.push_back("LOCAL_RANK=" + std::to_string(*local_rank) +
+                       " is outside [0, LOCAL_WORLD_SIZE=" + std::to_string(*local_size) + ")");
+  }
+  if (!problems.empty()) {
+    std::string message = "cannot join the process group: ";
+    for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+    message +=
+        ". These are torchrun's variables: `bagua launch` and `bagua run` set them; when you "
+        "start workers yourself, set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (LOCAL_RANK "
+        "and LOCAL_WORLD_SIZE default to a single node).";
+    throw ConfigError(message);
+  }
+
+  auto world = std::make_shared<comm::World>();
+  world->rank = static_cast<int>(*rank);
+  world->world_size = static_cast<int>(*world_size);
+  world->local_rank = static_cast<int>(local_rank.value_or(*rank));
+  world->local_size = static_cast<int>(local_size.value_or(*world_size));
+  world->node_rank = group_rank ? static_cast<int>(*group_rank)
+                                : (world->rank - world->local_rank) / world->local_size;
+  world->timeout = comm::timeout_from_env(options.timeout);
+  world->verify_default = options.verify_collectives;
+  if (const char* v = std::getenv("BAGUA_VERIFY_COLLECTIVES"); v && std::string(v) == "0") {
+    world->verify_default = false;
+  }
+  std::string backend = options.backend;
+  if (const char* b = std::getenv("BAGUA_BACKEND"); b && *b) backend = b;
+  if (backend == "auto") backend = comm::cuda_available() ? "nccl" : "gloo";
+  if (backend != "gloo" && backend != "nccl") {
+    throw ConfigError("unknown backend '" + backend + "' (expected auto, gloo or nccl)");
+  }
+  world->backend = backend;
+  if (backend == "nccl") comm::set_cuda_device(world->local_rank);
+  std::string addr = addr_raw;
+  world->loopback_only = comm::is_loopback(addr);
+
+  try {
+    world->store = comm::make_tcp_store(addr, static_cast<int>(*port), world->rank == 0,
+                                        world->world_size, world->timeout);
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (world->rank == 0) {
+      throw CommError("rank 0 could not serve the rendezvous store on " + addr + ":" +
+                      std::to_string(*port) + " (is MASTER_PORT already in use?): " + why);
+    }
+    throw CommError("could not reach the rendezvous store at " + addr + ":" +
+                    std::to_string(*port) + " within " +
+                    comm::format_seconds(world->timeout) + " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
+  }
+  comm::wait_for_all_ranks(*world);
+
+  std::vector<int> all(world->world_size);
+  for (int r = 0; r < world->world_size; ++r) all[r] = r;
+  auto group = comm::make_group(world, all, "bagua/default/");
+  comm::gather_layout(*world, *group->impl().backend);
+  // Sub-groups are created now, in the same order on every rank, so that
+  // their connection set-up can never interleave with other collectives.
+  group->intra_node_group();
+  group->inter_node_group();
+  g.world = world;
+  g.default_group = group;
+}
+
+bool is_initialized() {
+  auto& g = comm::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return g.world != nullptr;
+}
+
+void destroy_process_group() {
+  auto& g = comm::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.default_group.reset();
+  g.world.reset();
+}
+
+namespace {
+std::shared_ptr<comm::World> world_or_throw() {
+  auto& g = comm::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  if (!g.world) {
+    throw InvalidArgument("the process group is not initialized: call bagua::init_process_group() first");
+  }
+  return g.world;
+}
+}  // namespace
+
+ProcessGroupPtr default_group() {
+  world_or_throw();
+  auto& g = comm::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return g.default_group;
+}
+
+int get_rank() { return world_or_throw()->rank; }
+int get_world_size() { return world_or_throw()->world_size; }
+int get_local_rank() { return world_or_throw()->local_rank; }
+int get_local_size() { return world_or_throw()->local_size; }
+int get_node_rank() { return world_or_throw()->node_rank; }
+
+ProcessGroupPtr new_group(const std::vector<int>& ranks) {
+  auto world = world_or_throw();
+  if (ranks.empty()) throw InvalidArgument("new_group: the list of ranks is empty");
+  std::set<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= world->world_size) {
+      throw InvalidArgument("new_group: rank " + std::to_string(r) + " is outside [0, " +
+                            std::to_string(world->world_size) + ")");
+    }
+    if (!seen.insert(r).second) {
+      throw InvalidArgument("new_group: rank " + std::to_string(r) + " is listed twice");
+    }
+  }
+  int id;
+  {
+    auto& g = comm::global();
+    std::lock_guard<std::mutex> lock(g.mutex);
+    id = world->next_group_id++;
+  }
+  std::string prefix = "bagua/group" + std::to_string(id) + "/";
+  // Members compare their lists through the store, so a rank that passed
+  // other ranks fails with a clear message instead of a connection hang.
+  if (std::find(ranks.begin(), ranks.end(), world->rank) != ranks.end()) {
+    std::string mine = comm::format_ranks(ranks);
+    auto key = prefix + "ranks";
+    if (ranks.front() == world->rank) {
+      world->store->set(key, std::vector<uint8_t>(mine.begin(), mine.end()));
+    } else {
+      std::vector<uint8_t> theirs_raw;
+      try {
+        theirs_raw = world->store->get(key);
+      } catch (const std::exception& e) {
+        throw CommError("new_group " + mine + ": rank " + std::to_string(ranks.front()) +
+                        " did not create the group within the timeout: " + e.what());
+      }
+      std::string theirs(theirs_raw.begin(), theirs_raw.end());
+      if (theirs != mine) {
+        throw CommError("new_group call #" + std::to_string(id) + ": rank " +
+                        std::to_string(world->rank) + " asked for " + mine + " but rank " +
+                        std::to_string(ranks.front()) + " asked for " + theirs +
+                        " (every process must call new_group with the same ranks, in the same order)");
+      }
+    }
+  }
+  auto group = comm::make_group(world, ranks, prefix);
+  if (group->is_member()) {
+    group->intra_node_group();
+    group->inter_node_group();
+  }
+  return group;
+}
+
+}  // namespace bagua

@@ -1,0 +1,68 @@
+// Internals shared by process_group.cpp and collectives.cpp.
+#pragma once
+
+#include <bagua/communication.h>
+
+#include "comm/c10d_compat.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace bagua::comm {
+
+// What every group of this process shares: the store, the timeout, and where
+// each global rank lives (its node and local rank).
+struct World {
+  StorePtr store;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int node_rank = 0;
+  std::vector<int> node_of;        // global rank -> node
+  std::vector<int> local_rank_of;  // global rank -> local rank
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::string backend;  // "gloo" | "nccl"
+  bool verify_default = true;
+  bool loopback_only = false;
+  int next_group_id = 0;  // new_group() calls so far (same on every rank)
+};
+
+// Formats "[0, 1, 3]".
+std::string format_ranks(const std::vector<int>& ranks);
+
+}  // namespace bagua::comm
+
+namespace bagua {
+
+struct ProcessGroup::Impl {
+  std::shared_ptr<comm::World> world;
+  comm::BackendPtr backend;  // null when this process is not a member
+  std::vector<int> ranks;    // global ranks, in group order
+  int rank = -1;             // group rank of this process
+  std::string prefix;        // store prefix; subgroups extend it
+  std::atomic<bool> verify{true};
+
+  std::mutex sub_mutex;
+  std::shared_ptr<ProcessGroup> intra;  // null: not created yet
+  std::shared_ptr<ProcessGroup> inter;
+  bool intra_is_self = false;
+  bool inter_is_self = false;
+
+  // "group [0, 1, 2] (rank 1 of 3)" for messages.
+  std::string describe() const;
+};
+
+namespace comm {
+// Creates a group whose members are `ranks` (global); every member must call
+// it with the same arguments. Non-members get a group with rank -1.
+std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
+                                         const std::vector<int>& ranks,
+                                         const std::string& prefix);
+}  // namespace comm
+
+}  // namespace bagua

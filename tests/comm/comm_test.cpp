@@ -1,0 +1,228 @@
+// Multi-process tests of the communication layer: real worker processes
+// (this same binary, in scenario mode) started by LocalSupervisor or by the
+// real `bagua launch`, talking over real sockets through Gloo.
+#include <bagua/communication.h>
+#include <bagua/errors.h>
+#include <bagua/launch.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return std::string(buf, n > 0 ? n : 0);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Outcome {
+  bagua::LaunchResult result;
+  std::string output;  // every rank's stdout and stderr, prefixed "[rank N] "
+  double seconds = 0;
+};
+
+Outcome run_workers(const std::string& scenario, int nproc,
+                    std::map<std::string, std::string> env = {}) {
+  char path[] = "/tmp/bagua-comm-test-XXXXXX";
+  int fd = mkstemp(path);
+  bagua::LaunchOptions opts;
+  opts.command = {self_exe()};
+  opts.nproc_per_node = nproc;
+  opts.threads_per_worker = 1;
+  opts.stop_grace = std::chrono::milliseconds(2000);
+  opts.extra_env = std::move(env);
+  opts.extra_env["BAGUA_TEST_SCENARIO"] = scenario;
+  if (!opts.extra_env.count("BAGUA_TIMEOUT_S")) opts.extra_env["BAGUA_TIMEOUT_S"] = "60";
+  opts.stdout_fd = fd;
+  opts.stderr_fd = fd;
+  Outcome out;
+  auto t0 = std::chrono::steady_clock::now();
+  out.result = bagua::LocalSupervisor(opts).run();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  close(fd);
+  out.output = slurp(path);
+  unlink(path);
+  return out;
+}
+
+// Every rank printed its count of passed checks, with none failed.
+void expect_all_checks_passed(const Outcome& o, int world) {
+  EXPECT_TRUE(o.result.ok) << o.result.summary() << "\n" << o.output;
+  for (int r = 0; r < world; ++r) {
+    std::regex line("rank " + std::to_string(r) + ": ([0-9]+) checks passed, 0 failed");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(o.output, m, line)) << "rank " << r << " did not finish:\n" << o.output;
+    EXPECT_GT(std::stoi(m[1]), 0) << o.output;
+  }
+}
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, EveryCollectiveOpAndDtypeGivesExactValues) {
+  int world = GetParam();
+  expect_all_checks_passed(run_workers("collectives", world), world);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(Groups, SingleNodeSubGroups) {
+  expect_all_checks_passed(run_workers("groups", 3), 3);
+}
+
+// Two simulated nodes of two ranks each: two real `bagua launch` processes
+// with --nnodes 2 and their own --node-rank, meeting at one port.
+TEST(Groups, TwoSimulatedNodesThroughBaguaLaunch) {
+  int port = bagua::find_free_port();
+  std::string out[2] = {"/tmp/bagua-node0-" + std::to_string(getpid()),
+                        "/tmp/bagua-node1-" + std::to_string(getpid())};
+  std::vector<std::thread> nodes;
+  int codes[2] = {-1, -1};
+  for (int node = 0; node < 2; ++node) {
+    nodes.emplace_back([&, node] {
+      std::string cmd = "BAGUA_TEST_SCENARIO=groups BAGUA_TIMEOUT_S=60 " + std::string(BAGUA_CLI) +
+                        " launch --nproc-per-node 2 --nnodes 2 --node-rank " + std::to_string(node) +
+                        " --master-addr 127.0.0.1 --master-port " + std::to_string(port) + " -- " +
+                        self_exe() + " > " + out[node] + " 2>&1";
+      codes[node] = std::system(cmd.c_str());
+    });
+  }
+  for (auto& t : nodes) t.join();
+  Outcome o;
+  o.result.ok = codes[0] == 0 && codes[1] == 0;
+  o.output = slurp(out[0]) + slurp(out[1]);
+  unlink(out[0].c_str());
+  unlink(out[1].c_str());
+  expect_all_checks_passed(o, 4);
+}
+
+TEST(Errors, DisagreeingRanksGetAClearErrorOnEveryRank) {
+  expect_all_checks_passed(run_workers("mismatch", 3), 3);
+}
+
+TEST(Errors, APeerThatDiesFailsTheCollectiveInsteadOfHanging) {
+  auto o = run_workers("peer_dies", 3, {{"BAGUA_TIMEOUT_S", "20"}});
+  // Rank 1 exits 0 early; ranks 0 and 2 must each see a CommError.
+  for (int r : {0, 2}) {
+    EXPECT_NE(o.output.find("rank " + std::to_string(r) + ": 1 checks passed, 0 failed"), std::string::npos)
+        << o.output;
+  }
+  EXPECT_LT(o.seconds, 30.0);
+}
+
+TEST(Errors, APeerThatNeverArrivesIsNamedWithinTheTimeout) {
+  // WORLD_SIZE says 3 but only 2 workers start.
+  auto o = run_workers("join", 2, {{"WORLD_SIZE", "3"}, {"BAGUA_TIMEOUT_S", "3"}});
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_NE(o.output.find("rendezvous timed out after 3 s: 2 of 3 ranks arrived; missing ranks [2]"),
+            std::string::npos)
+      << o.output;
+  EXPECT_LT(o.seconds, 15.0) << "the timeout must bound the wait";
+}
+
+TEST(Errors, RankZeroMissingIsReportedByTheOthers) {
+  auto o = run_workers("join", 1, {{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"BAGUA_TIMEOUT_S", "2"}});
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_NE(o.output.find("could not reach the rendezvous store at 127.0.0.1:"), std::string::npos)
+      << o.output;
+  EXPECT_LT(o.seconds, 15.0);
+}
+
+TEST(Errors, AWorkerThatCrashesStopsTheOthersAndIsNamed) {
+  auto o = run_workers("crash", 3);  // BAGUA_TIMEOUT_S=60: only the launcher can end it early
+  ASSERT_FALSE(o.result.ok);
+  ASSERT_TRUE(o.result.first_failure.has_value());
+  EXPECT_EQ(o.result.first_failure->rank, 1);
+  EXPECT_TRUE(o.result.first_failure->signaled);
+  EXPECT_EQ(o.result.first_failure->status, SIGSEGV);
+  EXPECT_NE(o.result.summary().find("SIGSEGV"), std::string::npos) << o.result.summary();
+  EXPECT_LT(o.seconds, 20.0);
+}
+
+// The README's demo: `bagua launch` of examples/collectives on 4 workers.
+TEST(Demo, CollectivesExampleRunsOnFourWorkers) {
+  std::string out = "/tmp/bagua-demo-" + std::to_string(getpid());
+  std::string cmd = std::string(BAGUA_CLI) + " launch --nproc-per-node 4 -- " + BAGUA_BINARY_DIR +
+                    "/examples/collectives > " + out + " 2>&1";
+  int code = std::system(cmd.c_str());
+  std::string text = slurp(out);
+  unlink(out.c_str());
+  EXPECT_EQ(code, 0) << text;
+  for (int r = 0; r < 4; ++r) {
+    // sum over 4 ranks of [1, 2] + 2r = [16, 20]
+    EXPECT_NE(text.find("[rank " + std::to_string(r) + "] allreduce int64"), std::string::npos) << text;
+  }
+  EXPECT_NE(text.find("-> [16, 20]"), std::string::npos) << text;
+  EXPECT_NE(text.find("broadcast_object -> \"hello from rank 0\""), std::string::npos) << text;
+}
+
+// In this (runner) process: the environment checks need no peers.
+TEST(Errors, MissingAndMalformedVariablesAreAllNamed) {
+  unsetenv("RANK");
+  setenv("WORLD_SIZE", "two", 1);
+  unsetenv("MASTER_ADDR");
+  setenv("MASTER_PORT", "70000", 1);
+  try {
+    bagua::init_process_group();
+    FAIL() << "init_process_group accepted a broken environment";
+  } catch (const bagua::ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("RANK is not set"), std::string::npos) << m;
+    EXPECT_NE(m.find("WORLD_SIZE='two' is not an integer"), std::string::npos) << m;
+    EXPECT_NE(m.find("MASTER_ADDR is not set"), std::string::npos) << m;
+    EXPECT_NE(m.find("MASTER_PORT=70000 is not a port"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(bagua::is_initialized());
+  unsetenv("WORLD_SIZE");
+  unsetenv("MASTER_PORT");
+}
+
+TEST(Errors, RepeatedInitializationThrowsAndDestroyAllowsANewOne) {
+  int port = bagua::find_free_port();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  bagua::init_process_group();
+  EXPECT_THROW(bagua::init_process_group(), bagua::RepeatedInitializationError);
+  bagua::destroy_process_group();
+  EXPECT_FALSE(bagua::is_initialized());
+  setenv("MASTER_PORT", std::to_string(bagua::find_free_port()).c_str(), 1);
+  bagua::init_process_group();
+  at::Tensor x = at::ones({3});
+  bagua::allreduce(x, bagua::ReduceOp::AVG);
+  EXPECT_TRUE(at::equal(x, at::ones({3})));
+  bagua::destroy_process_group();
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+}
+
+TEST(Errors, CollectivesBeforeInitSayWhatToDo) {
+  at::Tensor x = at::ones({2});
+  try {
+    bagua::allreduce(x);
+    FAIL() << "allreduce without a process group did not throw";
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("init_process_group"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

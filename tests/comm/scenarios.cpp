@@ -1,0 +1,363 @@
+// Worker-side scenarios of the communication tests. Each runs in every rank
+// of a real multi-process group (real sockets through Gloo) and checks exact
+// values against a reference computed independently of the library: a plain
+// element-wise fold over every rank's input, which each rank can rebuild.
+#include "comm/worker_checks.h"
+
+#include <bagua/communication.h>
+#include <bagua/errors.h>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <csignal>
+#include <complex>
+#include <functional>
+#include <map>
+#include <thread>
+
+using bagua::ReduceOp;
+using bagua::testing::WorkerChecks;
+
+namespace {
+
+const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kLong, at::kByte,
+                                             at::kComplexFloat};
+const std::vector<ReduceOp> kOps = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
+                                    ReduceOp::AVG, ReduceOp::BAND,    ReduceOp::BOR, ReduceOp::BXOR};
+
+std::string name(at::ScalarType t) { return c10::toString(t); }
+
+bool op_defined(ReduceOp op, at::ScalarType t) {
+  bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
+  if (at::isComplexType(t)) return op == ReduceOp::SUM || op == ReduceOp::AVG || op == ReduceOp::PRODUCT;
+  if (at::isFloatingType(t)) return !bitwise;
+  return true;
+}
+
+// Rank r's input: small integers 1..5 (and an imaginary part for complex),
+// so sums and products stay exact in every dtype, and uint8 wraps the same
+// way in the reference as on the wire.
+at::Tensor input_of(int r, at::ScalarType t, int64_t n = 6) {
+  std::vector<double> re(n), im(n);
+  for (int64_t i = 0; i < n; ++i) {
+    re[i] = static_cast<double>((r * 3 + i * 7) % 5 + 1);
+    im[i] = static_cast<double>((r + 2 * i) % 3);
+  }
+  at::Tensor real = at::tensor(re, at::kDouble);
+  if (at::isComplexType(t)) return at::complex(real, at::tensor(im, at::kDouble)).to(t);
+  return real.to(t);
+}
+
+// The reference: fold every rank's input with plain element-wise ops.
+at::Tensor reference(ReduceOp op, int world, const std::function<at::Tensor(int)>& in) {
+  at::Tensor acc = in(0).clone();
+  for (int r = 1; r < world; ++r) {
+    at::Tensor x = in(r);
+    switch (op) {
+      case ReduceOp::SUM: case ReduceOp::AVG: acc = acc + x; break;
+      case ReduceOp::PRODUCT: acc = acc * x; break;
+      case ReduceOp::MIN: acc = at::minimum(acc, x); break;
+      case ReduceOp::MAX: acc = at::maximum(acc, x); break;
+      case ReduceOp::BAND: acc = at::bitwise_and(acc, x); break;
+      case ReduceOp::BOR: acc = at::bitwise_or(acc, x); break;
+      case ReduceOp::BXOR: acc = at::bitwise_xor(acc, x); break;
+    }
+  }
+  if (op == ReduceOp::AVG) {
+    if (at::isIntegralType(acc.scalar_type(), false)) {
+      // Sum in int64 (no uint8 wrap-around), then truncate.
+      at::Tensor wide = in(0).to(at::kLong);
+      for (int r = 1; r < world; ++r) wide = wide + in(r).to(at::kLong);
+      acc = at::div(wide, world, "trunc").to(acc.scalar_type());
+    } else {
+      acc = acc / world;
+    }
+  }
+  return acc.to(in(0).scalar_type());
+}
+
+void check_allreduce(WorkerChecks& c, int rank, int world) {
+  for (auto t : kDtypes) {
+    for (auto op : kOps) {
+      std::string what = "allreduce " + name(t) + " " + bagua::to_string(op);
+      at::Tensor x = input_of(rank, t);
+      if (!op_defined(op, t)) {
+        c.expect_throws<bagua::InvalidArgument>([&] { bagua::allreduce(x, op); }, "not defined", what);
+        continue;
+      }
+      bagua::allreduce(x, op);
+      c.expect_equal(x, reference(op, world, [&](int r) { return input_of(r, t); }), what);
+    }
+  }
+  // Bagua's documented examples (exact literals at world size 2).
+  at::Tensor ints = at::arange(2, at::kLong) + 1 + 2 * rank;
+  bagua::allreduce(ints);
+  // torch.tensor([1+1j, 2+2j], dtype=torch.cfloat) + 2 * rank * (1+1j)
+  auto complex_of = [](std::vector<float> re_im) {
+    return at::view_as_complex(at::tensor(re_im, at::kFloat).view({-1, 2})).clone();
+  };
+  float shift = 2.0f * rank;
+  at::Tensor cplx = complex_of({1, 1, 2, 2}) + complex_of({shift, shift, shift, shift});
+  bagua::allreduce(cplx);
+  if (world == 2) {
+    c.expect_equal(ints, at::tensor({4, 6}, at::kLong), "documented int64 example");
+    c.expect_equal(cplx, complex_of({4, 4, 6, 6}), "documented complex example");
+  }
+  // Non-contiguous input: a transposed view is reduced and written back.
+  at::Tensor base = input_of(rank, at::kFloat, 6).view({2, 3});
+  at::Tensor view = base.t();
+  bagua::allreduce(view, ReduceOp::MAX);
+  at::Tensor want = reference(ReduceOp::MAX, world, [&](int r) { return input_of(r, at::kFloat, 6); });
+  c.expect_equal(base, want.view({2, 3}), "allreduce of a transposed view writes through");
+  // Asynchronous: three in flight, then waited.
+  std::vector<at::Tensor> xs;
+  std::vector<bagua::Work> works;
+  for (int k = 0; k < 3; ++k) xs.push_back(input_of(rank + k, at::kDouble));
+  for (auto& x : xs) works.push_back(bagua::allreduce_async(x, ReduceOp::SUM));
+  for (auto& w : works) w.wait();
+  for (int k = 0; k < 3; ++k) {
+    c.expect_equal(xs[k], reference(ReduceOp::SUM, world, [&](int r) { return input_of(r + k, at::kDouble); }),
+                   "allreduce_async #" + std::to_string(k));
+  }
+}
+
+void check_broadcast_reduce(WorkerChecks& c, int rank, int world) {
+  for (auto t : kDtypes) {
+    for (int root = 0; root < world; ++root) {
+      at::Tensor x = input_of(rank, t);
+      bagua::broadcast(x, root);
+      c.expect_equal(x, input_of(root, t), "broadcast " + name(t) + " from " + std::to_string(root));
+    }
+    for (auto op : kOps) {
+      if (!op_defined(op, t)) continue;
+      int dst = (static_cast<int>(op) + 1) % world;
+      at::Tensor x = input_of(rank, t);
+      bagua::reduce(x, dst, op);
+      if (rank == dst) {
+        c.expect_equal(x, reference(op, world, [&](int r) { return input_of(r, t); }),
+                       "reduce " + name(t) + " " + bagua::to_string(op) + " to " + std::to_string(dst));
+      }
+    }
+  }
+  at::Tensor async = input_of(rank, at::kLong);
+  bagua::broadcast_async(async, world - 1).wait();
+  c.expect_equal(async, input_of(world - 1, at::kLong), "broadcast_async");
+}
+
+void check_gather_scatter(WorkerChecks& c, int rank, int world) {
+  for (auto t : kDtypes) {
+    at::Tensor send = input_of(rank, t, 4);
+    at::Tensor recv = at::zeros({world, 4}, send.options());
+    bagua::allgather(send, recv);
+    std::vector<at::Tensor> rows;
+    for (int r = 0; r < world; ++r) rows.push_back(input_of(r, t, 4));
+    c.expect_equal(recv, at::stack(rows), "allgather " + name(t));
+
+    // alltoall: chunk j of rank i's send lands in chunk i of rank j's recv.
+    at::Tensor a_send = input_of(rank, t, 2 * world);
+    at::Tensor a_recv = at::zeros_like(a_send);
+    bagua::alltoall(a_send, a_recv);
+    std::vector<at::Tensor> chunks;
+    for (int r = 0; r < world; ++r) chunks.push_back(input_of(r, t, 2 * world).narrow(0, 2 * rank, 2));
+    c.expect_equal(a_recv, at::cat(chunks), "alltoall " + name(t));
+
+    for (auto op : kOps) {
+      if (!op_defined(op, t)) continue;
+      at::Tensor s = input_of(rank, t, 3 * world);
+      at::Tensor out = at::zeros({3}, s.options());
+      bagua::reduce_scatter(s, out, op);
+      at::Tensor want = reference(op, world, [&](int r) { return input_of(r, t, 3 * world); });
+      c.expect_equal(out, want.narrow(0, 3 * rank, 3),
+                     "reduce_scatter " + name(t) + " " + bagua::to_string(op));
+    }
+  }
+}
+
+void check_p2p_and_objects(WorkerChecks& c, int rank, int world) {
+  if (world > 1) {
+    // A ring: send to the next rank, receive from the previous one. Even
+    // ranks send first so the blocking calls cannot all wait on each other.
+    int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    at::Tensor out = input_of(rank, at::kComplexFloat), in = at::zeros_like(out);
+    if (rank % 2 == 0) {
+      bagua::send(out, next);
+      bagua::recv(in, prev);
+    } else {
+      bagua::recv(in, prev);
+      bagua::send(out, next);
+    }
+    c.expect_equal(in, input_of(prev, at::kComplexFloat), "send/recv ring");
+  }
+  for (int root = 0; root < world; ++root) {
+    std::string obj = rank == root ? std::string("recipe from rank ") + std::to_string(root) + '\0' + "bin"
+                                   : std::string("stale");
+    bagua::broadcast_object(obj, root);
+    c.expect(obj == std::string("recipe from rank ") + std::to_string(root) + '\0' + "bin",
+             "broadcast_object from " + std::to_string(root) + " got '" + obj + "'");
+  }
+  std::string empty = rank == 0 ? "" : "not empty";
+  bagua::broadcast_object(empty, 0);
+  c.expect(empty.empty(), "broadcast_object of an empty string");
+  bagua::barrier();
+  c.expect(true, "barrier");
+}
+
+int scenario_collectives() {
+  bagua::init_process_group();
+  int rank = bagua::get_rank(), world = bagua::get_world_size();
+  WorkerChecks c(rank);
+  c.expect(bagua::default_group()->size() == world, "default group size");
+  check_allreduce(c, rank, world);
+  check_broadcast_reduce(c, rank, world);
+  check_gather_scatter(c, rank, world);
+  check_p2p_and_objects(c, rank, world);
+  return c.finish();
+}
+
+// Membership of sub-groups with the layout the launcher gave us (e.g. two
+// simulated nodes of two ranks each), and collectives on them.
+int scenario_groups() {
+  bagua::init_process_group();
+  int rank = bagua::get_rank(), world = bagua::get_world_size();
+  int local = bagua::get_local_rank(), local_size = bagua::get_local_size();
+  int node = bagua::get_node_rank();
+  WorkerChecks c(rank);
+  c.expect(node == rank / local_size && local == rank % local_size, "node and local rank from env");
+  std::vector<int> intra_want, inter_want;
+  for (int r = 0; r < world; ++r) {
+    if (r / local_size == node) intra_want.push_back(r);
+    if (r % local_size == local) inter_want.push_back(r);
+  }
+  auto group = bagua::default_group();
+  auto intra = group->intra_node_group(), inter = group->inter_node_group();
+  c.expect(intra->ranks() == intra_want, "intra-node members");
+  c.expect(inter->ranks() == inter_want, "inter-node members");
+  c.expect(intra->rank() == local, "intra-node rank is the local rank");
+  c.expect(inter->rank() == node, "inter-node rank is the node rank");
+
+  // Hierarchical sum: reduce to the node leader, allreduce among leaders,
+  // broadcast within the node; equals a flat allreduce.
+  at::Tensor x = input_of(rank, at::kDouble);
+  bagua::reduce(x, 0, ReduceOp::SUM, intra);
+  if (local == 0) bagua::allreduce(x, ReduceOp::SUM, inter);
+  bagua::broadcast(x, 0, intra);
+  c.expect_equal(x, reference(ReduceOp::SUM, world, [&](int r) { return input_of(r, at::kDouble); }),
+                 "hierarchical allreduce over intra/inter groups");
+
+  // A new group in a custom order; non-members cannot use it.
+  std::vector<int> members;
+  for (int r = world - 1; r >= 0; r -= 2) members.push_back(r);
+  auto odd = bagua::new_group(members);
+  auto pos = std::find(members.begin(), members.end(), rank);
+  if (pos != members.end()) {
+    c.expect(odd->rank() == pos - members.begin(), "new_group rank follows the given order");
+    at::Tensor y = input_of(rank, at::kLong);
+    bagua::allreduce(y, ReduceOp::SUM, odd);
+    at::Tensor want = at::zeros_like(y);
+    for (int r : members) want += input_of(r, at::kLong);
+    c.expect_equal(y, want, "allreduce on new_group");
+    at::Tensor z = at::tensor({rank}, at::kLong);
+    bagua::broadcast(z, 0, odd);
+    c.expect_equal(z, at::tensor({members[0]}, at::kLong), "broadcast root is a group rank");
+  } else {
+    c.expect(odd->rank() == -1, "non-member has rank -1");
+    at::Tensor y = input_of(rank, at::kLong);
+    c.expect_throws<bagua::InvalidArgument>([&] { bagua::allreduce(y, ReduceOp::SUM, odd); },
+                                            "not a member", "collective on a group we are not in");
+  }
+  c.expect_throws<bagua::InvalidArgument>([&] { bagua::new_group({0, 0}); }, "listed twice",
+                                          "new_group with a duplicate rank");
+  c.expect_throws<bagua::InvalidArgument>([&] { bagua::new_group({world}); }, "outside",
+                                          "new_group with a rank out of range");
+  bagua::barrier();
+  return c.finish();
+}
+
+// Ranks that disagree get a clear error on every rank, and the group stays
+// usable afterwards.
+int scenario_mismatch() {
+  bagua::init_process_group();
+  int rank = bagua::get_rank(), world = bagua::get_world_size();
+  WorkerChecks c(rank);
+  at::Tensor wrong_shape = at::ones({rank == 1 ? 5 : 4});
+  c.expect_throws<bagua::CommError>([&] { bagua::allreduce(wrong_shape); }, "rank 1: allreduce float32[5]",
+                                    "shape mismatch");
+  at::Tensor wrong_dtype = rank == 0 ? at::ones({4}, at::kDouble) : at::ones({4}, at::kFloat);
+  c.expect_throws<bagua::CommError>([&] { bagua::allreduce(wrong_dtype); }, "rank 0: allreduce float64[4]",
+                                    "dtype mismatch");
+  at::Tensor t = at::ones({3});
+  c.expect_throws<bagua::CommError>([&] { bagua::broadcast(t, rank == 0 ? 0 : 1); }, "root",
+                                    "roots disagree");
+  c.expect_throws<bagua::InvalidArgument>([&] { bagua::broadcast(t, world); }, "outside the group",
+                                          "root out of range");
+  c.expect_throws<bagua::InvalidArgument>([&] { bagua::reduce(t, -1); }, "outside the group",
+                                          "dst out of range");
+  at::Tensor f = at::ones({3});
+  c.expect_throws<bagua::InvalidArgument>([&] { bagua::allreduce(f, ReduceOp::BAND); },
+                                          "not defined on Float", "bitwise op on float");
+  at::Tensor small = at::ones({2}), big = at::zeros({2 * world + 1});
+  c.expect_throws<bagua::InvalidArgument>([&] { bagua::allgather(small, big); }, "times its elements",
+                                          "allgather with a wrong recv size");
+  at::Tensor ok = at::ones({4}) * (rank + 1);
+  bagua::allreduce(ok);
+  c.expect(ok[0].item<float>() == world * (world + 1) / 2.0f, "group still works after errors");
+  c.expect_throws<bagua::RepeatedInitializationError>([] { bagua::init_process_group(); },
+                                                      "already", "repeated init");
+  return c.finish();
+}
+
+// Rank 1 leaves before the collective; the others must fail, not hang.
+int scenario_peer_dies() {
+  bagua::init_process_group();
+  int rank = bagua::get_rank();
+  WorkerChecks c(rank);
+  if (rank == 1) std::_Exit(0);
+  at::Tensor x = at::ones({1 << 16});
+  auto t0 = std::chrono::steady_clock::now();
+  c.expect_throws<bagua::CommError>([&] { bagua::allreduce(x); }, "allreduce on group",
+                                    "allreduce with a dead peer");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "rank " << rank << ": failed after " << s << " s" << std::endl;
+  return c.finish();
+}
+
+// Rank 1 crashes while the others wait in a collective: the launcher must
+// stop them and name rank 1 (their own timeout is far away).
+int scenario_crash() {
+  bagua::init_process_group();
+  if (bagua::get_rank() == 1) std::raise(SIGSEGV);
+  at::Tensor x = at::ones({4});
+  bagua::allreduce(x);
+  bagua::allreduce(x);
+  return 0;
+}
+
+// Just joins (or fails to join) the group: the parent checks the message.
+int scenario_join() {
+  bagua::init_process_group();
+  bagua::barrier();
+  std::cout << "rank " << bagua::get_rank() << ": joined" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int run_scenario(const std::string& name) {
+  static const std::map<std::string, std::function<int()>> scenarios = {
+      {"collectives", scenario_collectives}, {"groups", scenario_groups},
+      {"mismatch", scenario_mismatch},       {"peer_dies", scenario_peer_dies},
+      {"join", scenario_join},               {"crash", scenario_crash},
+  };
+  auto it = scenarios.find(name);
+  if (it == scenarios.end()) {
+    std::cerr << "unknown scenario " << name << "\n";
+    return 2;
+  }
+  try {
+    return it->second();
+  } catch (const std::exception& e) {
+    std::cerr << "scenario " << name << " failed: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,69 @@
+// A tiny assertion harness for code that runs inside worker processes,
+// where GoogleTest's per-test bookkeeping does not apply: every check prints
+// on failure with the rank, and the worker's exit code says whether any
+// failed. The parent test asserts the exit codes and the counts printed.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <sstream>
+#include <string>
+
+namespace bagua::testing {
+
+class WorkerChecks {
+ public:
+  explicit WorkerChecks(int rank) : rank_(rank) {}
+
+  void expect(bool ok, const std::string& what) {
+    if (ok) {
+      ++passed_;
+    } else {
+      ++failed_;
+      std::cerr << "CHECK FAILED on rank " << rank_ << ": " << what << std::endl;
+    }
+  }
+
+  // Exact equality of dtype, shape and every element.
+  void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+    bool ok = got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() &&
+              at::equal(got, want);
+    if (!ok) {
+      std::ostringstream msg;
+      msg << what << "\n  got:  " << got << "\n  want: " << want;
+      expect(false, msg.str());
+    } else {
+      expect(true, what);
+    }
+  }
+
+  // Runs `body`, expecting it to throw E whose message contains `fragment`.
+  template <typename E, typename F>
+  void expect_throws(F&& body, const std::string& fragment, const std::string& what) {
+    try {
+      body();
+      expect(false, what + ": expected an exception, none was thrown");
+    } catch (const E& e) {
+      std::string message = e.what();
+      expect(message.find(fragment) != std::string::npos,
+             what + ": message lacks '" + fragment + "': " + message);
+    } catch (const std::exception& e) {
+      expect(false, what + ": wrong exception type: " + e.what());
+    }
+  }
+
+  // Prints "rank R: N checks passed, M failed" and returns the exit code.
+  int finish() const {
+    std::cout << "rank " << rank_ << ": " << passed_ << " checks passed, " << failed_ << " failed"
+              << std::endl;
+    return failed_ == 0 ? 0 : 1;
+  }
+
+ private:
+  int rank_;
+  int passed_ = 0;
+  int failed_ = 0;
+};
+
+}  // namespace bagua::testing
