@@ -5,9 +5,10 @@ Run with Debian's python3-torch (only /usr/bin/python3 has it):
 
     /usr/bin/python3 scripts/export_models.py
 
-It writes, deterministically (fixed seed):
+It writes (weights from a fixed seed, so only archive metadata differs between runs):
   recipes/models/mlp.pt         784-256-10 MLP for the Fashion-MNIST quickstart
   tests/recipes/models/tiny.pt  4-3-2 MLP, a small file for the recipe tests
+  tests/recipes/data/tiny-tensors.pt  {'input': 4x4, 'target': 4} for the tensors format
 
 The outputs are committed (each well under 2 MB); rerun this script after
 changing a model definition here.
@@ -53,6 +54,11 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     export(MLP([784, 256, 10]), os.path.join(root, "recipes", "models", "mlp.pt"))
     export(MLP([4, 3, 2]), os.path.join(root, "tests", "recipes", "models", "tiny.pt"))
+    torch.manual_seed(0)
+    tensors = {"input": torch.rand(4, 4), "target": torch.tensor([0, 1, 1, 0])}
+    path = os.path.join(root, "tests", "recipes", "data", "tiny-tensors.pt")
+    torch.save(tensors, path)
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
     return 0
 
 

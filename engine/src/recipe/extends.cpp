@@ -2,7 +2,8 @@
 //
 // Bases are read recursively (paths relative to the file that names them),
 // merged in the order listed, then the extending file is merged on top.
-// Mappings merge key by key; lists and scalars replace. A file that extends
+// Mappings merge key by key (unless the override switches variant: another
+// format, type or name replaces the whole mapping); lists and scalars replace. A file that extends
 // itself, directly or through others, is a cycle and an error.
 #include "stages.h"
 
@@ -13,12 +14,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A mapping that switches variant (another format, type or algorithm name)
+// is replaced, not merged: the old variant's keys mean nothing to the new one.
+bool same_variant(const json& base, const json& over) {
+  for (const char* key : {"format", "type", "name"})
+    if (base.contains(key) && over.contains(key) && base[key] != over[key]) return false;
+  return true;
+}
+
 void merge_at(SourceTree& base, const SourceTree& over, const json& over_value, json& base_value,
               const std::string& path) {
   for (auto it = over_value.begin(); it != over_value.end(); ++it) {
     std::string child = child_path(path, it.key());
     auto existing = base_value.find(it.key());
-    if (existing != base_value.end() && existing->is_object() && it->is_object()) {
+    if (existing != base_value.end() && existing->is_object() && it->is_object() &&
+        same_variant(*existing, *it)) {
       // Both sides are mappings: merge deeper. The key now reads from `over`.
       if (auto k = over.keys.find(child); k != over.keys.end()) base.keys[child] = k->second;
       if (auto v = over.values.find(child); v != over.values.end()) base.values[child] = v->second;

@@ -94,7 +94,17 @@ class Walker {
     if (auto x = s.find("x-expected"); x != s.end()) return x->get<std::string>();
     if (auto a = s.find("anyOf"); a != s.end()) {
       std::vector<std::string> parts;
-      for (const auto& b : *a) parts.push_back(describe(b));
+      for (const auto& b : *a) {
+        const json& r = resolve(b);
+        if (r.contains("enum") && !r.contains("x-expected")) {
+          // Inside "A or B", list an enum's values bare: "epoch, never or ...".
+          std::vector<std::string> names;
+          for (const auto& x : r["enum"]) names.push_back(plain_text(x));
+          parts.push_back(join(names));
+        } else {
+          parts.push_back(describe(b));
+        }
+      }
       return join(parts, " or ");
     }
     if (auto c = s.find("const"); c != s.end()) return json_quote(plain_text(*c));

@@ -121,7 +121,8 @@ std::string syntax_hint(const std::string& msg) {
   if (msg.find("end of map not found") != std::string::npos ||
       msg.find("end of sequence not found") != std::string::npos)
     return " (check the indentation of this line against the lines above)";
-  if (msg.find("flow") != std::string::npos) return " (an unclosed [ or { ?)";
+  if (msg.find("flow") != std::string::npos)
+    return " (an unclosed [ or {? inside [ ] and { }, quote values that contain , [ ] { } such as ${VAR})";
   if (msg.find("quote") != std::string::npos || msg.find("end of") != std::string::npos)
     return " (an unclosed quote?)";
   return "";

@@ -59,8 +59,10 @@ void emit(YAML::Emitter& out, const json& v, bool top = false) {
       out << YAML::EndSeq;
       break;
     case json::value_t::string: {
-      const std::string s = v.get<std::string>();
-      if (!resolve_plain_scalar(s).is_string() || s.find('$') != std::string::npos)
+      // A resolved recipe is a recipe: a literal $ must not expand again.
+      std::string s;
+      for (char c : v.get<std::string>()) s += c == '$' ? std::string("$$") : std::string(1, c);
+      if (!resolve_plain_scalar(s).is_string())
         out << YAML::DoubleQuoted << s;
       else
         out << s;
