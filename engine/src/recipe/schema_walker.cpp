@@ -150,7 +150,7 @@ class Walker {
         noun += " of " + s["minItems"].dump() + " items";
       else if (s.value("minItems", 0) == 1)
         noun = "a non-empty list";
-      if (s.contains("items")) noun += " of " + describe(s["items"]) + " items";
+      if (s.contains("items")) noun += " (each " + describe(s["items"]) + ")";
       return noun;
     }
     return t;
