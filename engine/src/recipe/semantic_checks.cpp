@@ -1,0 +1,254 @@
+// Rules a JSON Schema cannot express: files that must exist, byte sizes,
+// and the combinations of settings Bagua's algorithms require.
+#include "stages.h"
+
+#include <filesystem>
+#include <set>
+
+namespace bagua::recipe {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Checker {
+  SourceTree& tree;
+  const SemanticOptions& options;
+  Diagnostics& diags;
+  Diagnostics& notes;
+
+  void error(const std::string& path, const std::string& message) {
+    diags.add(tree.locate(path), path, message);
+  }
+
+  // The value at a dotted path, or nullptr.
+  const json* at(const std::string& dotted) const {
+    const json* node = &tree.doc;
+    size_t start = 0;
+    while (start <= dotted.size()) {
+      size_t end = dotted.find('.', start);
+      std::string key = dotted.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!node->is_object() || !node->contains(key)) return nullptr;
+      node = &(*node)[key];
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    return node;
+  }
+
+  json* at_path(const std::string& path) {
+    // Paths here come from the walker: keys and [N] indices.
+    json* node = &tree.doc;
+    size_t i = 0;
+    while (i < path.size()) {
+      if (path[i] == '[') {
+        size_t close = path.find(']', i);
+        node = &(*node)[std::stoul(path.substr(i + 1, close - i - 1))];
+        i = close + 1;
+      } else {
+        if (path[i] == '.') ++i;
+        size_t end = path.find_first_of(".[", i);
+        std::string key = path.substr(i, end == std::string::npos ? std::string::npos : end - i);
+        node = &(*node)[key];
+        i = end == std::string::npos ? path.size() : end;
+      }
+    }
+    return node;
+  }
+
+  // Relative paths are relative to the recipe file that wrote them (an
+  // override's, to the working directory).
+  fs::path resolve_path(const std::string& path, const std::string& value) {
+    fs::path p(value);
+    SourcePos where = tree.locate(path);
+    if (p.is_relative() && where.file.rfind("--set ", 0) != 0)
+      p = fs::path(where.file).parent_path() / p;
+    return fs::absolute(p).lexically_normal();
+  }
+
+  void check_files(const std::vector<std::string>& paths) {
+    for (const auto& path : paths) {
+      json* value = at_path(path);
+      fs::path p = resolve_path(path, value->get<std::string>());
+      if (options.check_files) {
+        std::error_code ec;
+        if (!fs::exists(p, ec)) {
+          error(path, "file not found: " + p.string() + " (relative paths are relative to the recipe file)");
+        } else if (fs::is_directory(p, ec)) {
+          error(path, "expected a file, found a directory: " + p.string());
+        }
+      }
+      *value = p.string();
+    }
+  }
+
+  void check_sizes(const std::vector<std::string>& paths) {
+    for (const auto& path : paths) {
+      const json& v = *at_path(path);
+      std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+      std::optional<int64_t> bytes = parse_byte_size(text);
+      if (!bytes) error(path, "size out of range (expected at most 2^62 bytes, found " + json_quote(text) + ")");
+      else if (*bytes == 0) error(path, "expected a size of at least 1 byte, found " + json_quote(text));
+    }
+  }
+
+  void check_sampler() {
+    const json* type = at("data.sampler.type");
+    const json* format = at("data.train.format");
+    if (!type || !format || *type != "load_balancing") return;
+    if (*format == "idx" || *format == "tensors")
+      error("data.sampler.type", "the load_balancing sampler needs a per-sample complexity, which " +
+            format->get<std::string>() + " data does not have (expected data.train.format csv or jsonl, "
+            "found " + format->get<std::string>() + ")");
+  }
+
+  void check_decentralized() {
+    const json* name = at("algorithm.name");
+    const json* mode = at("algorithm.peer_selection_mode");
+    const json* nproc = at("distributed.nproc_per_node");
+    const json* nnodes = at("distributed.nnodes");
+    const json* hier = at("algorithm.hierarchical");
+    if (!name || *name != "decentralized" || !mode || *mode != "shift_one") return;
+    if (!nproc || !nnodes || !nproc->is_number_integer() || !nnodes->is_number_integer()) return;
+    bool hierarchical = hier && hier->is_boolean() && hier->get<bool>();
+    int64_t peers = hierarchical ? nnodes->get<int64_t>() : nnodes->get<int64_t>() * nproc->get<int64_t>();
+    if (peers % 2 == 0) return;
+    std::string why = hierarchical
+        ? "with hierarchical: true the peers are the nodes: distributed.nnodes = " + std::to_string(peers)
+        : "peers = distributed.nnodes x nproc_per_node = " + std::to_string(peers);
+    error("algorithm.peer_selection_mode",
+          "shift_one pairs peers, so it needs an even number of peers (" + why +
+          "; use peer_selection_mode: all or change the layout)");
+  }
+
+  void check_qadam() {
+    const json* name = at("algorithm.name");
+    const json* optimizers = at("optimizers");
+    if (!name || !optimizers || !optimizers->is_array()) return;
+    bool qadam_algorithm = *name == "qadam";
+    size_t qadam_count = 0;
+    for (size_t i = 0; i < optimizers->size(); ++i) {
+      const json& o = (*optimizers)[i];
+      if (!o.is_object() || !o.contains("type")) continue;
+      if (o["type"] == "qadam") {
+        ++qadam_count;
+        if (!qadam_algorithm)
+          error(index_path("optimizers", i) + ".type",
+                "the qadam optimizer only works with algorithm.name: qadam (found algorithm " +
+                name->dump() + "), which communicates its compressed momentum");
+      } else if (qadam_algorithm) {
+        error(index_path("optimizers", i) + ".type",
+              "algorithm qadam needs its optimizer to be of type qadam (expected qadam, found " +
+              o["type"].dump() + ")");
+      }
+    }
+    if (qadam_algorithm && optimizers->size() > 1 && qadam_count == optimizers->size())
+      error("optimizers", "algorithm qadam drives exactly one optimizer (expected 1, found " +
+            std::to_string(optimizers->size()) + ")");
+  }
+
+  // Bagua: a fused optimizer and with_bagua both reset parameter storage, so
+  // with a fused optimizer buckets must not be flattened (do_flatten=False).
+  void check_fused() {
+    const json* optimizers = at("optimizers");
+    json* flatten = tree.doc.contains("algorithm") && tree.doc["algorithm"].is_object() &&
+                    tree.doc["algorithm"].contains("flatten") ? &tree.doc["algorithm"]["flatten"] : nullptr;
+    if (!optimizers || !optimizers->is_array() || !flatten || *flatten != true) return;
+    for (size_t i = 0; i < optimizers->size(); ++i) {
+      const json& o = (*optimizers)[i];
+      if (!o.is_object() || o.value("fused", false) != true) continue;
+      std::string fused_at = index_path("optimizers", i) + ".fused";
+      if (tree.written("algorithm.flatten")) {
+        error("algorithm.flatten",
+              "flatten: true conflicts with " + fused_at + ": true (Bagua: a fused optimizer and flattened "
+              "buckets both re-home parameters, so use flatten: false with fused optimizers; expected false, found true)");
+      } else {
+        *flatten = false;
+        notes.add(tree.locate(fused_at), "algorithm.flatten",
+                  "set to false because " + fused_at + " is true (Bagua advises do_flatten=False with a fused optimizer)");
+      }
+      return;
+    }
+  }
+
+  void check_optimizers() {
+    const json* optimizers = at("optimizers");
+    if (!optimizers || !optimizers->is_array()) return;
+    std::map<std::string, size_t> first;
+    for (size_t i = 0; i < optimizers->size(); ++i) {
+      const json& o = (*optimizers)[i];
+      if (!o.is_object()) continue;
+      std::string at_i = index_path("optimizers", i);
+      if (o.value("type", "") == "sgd" && o.value("nesterov", false) == true &&
+          (o.value("momentum", 0.0) <= 0.0 || o.value("dampening", 0.0) != 0.0))
+        error(at_i + ".nesterov", "nesterov momentum needs momentum > 0 and dampening 0 (found momentum " +
+              o.value("momentum", json(0)).dump() + ", dampening " + o.value("dampening", json(0)).dump() + ")");
+      if (optimizers->size() > 1 && o.contains("params")) {
+        std::string key = o["params"].dump();
+        auto [it, fresh] = first.emplace(key, i);
+        if (!fresh)
+          error(at_i + ".params", "optimizers[" + std::to_string(it->second) + "] already takes params " + key +
+                " (each optimizer needs its own parameters; set params globs that do not overlap)");
+      }
+    }
+  }
+
+  void check_layout() {
+    const json* rank = at("distributed.node_rank");
+    const json* nnodes = at("distributed.nnodes");
+    if (rank && nnodes && rank->is_number_integer() && nnodes->is_number_integer() &&
+        rank->get<int64_t>() >= nnodes->get<int64_t>())
+      error("distributed.node_rank", "expected a node rank from 0 to nnodes - 1 = " +
+            std::to_string(nnodes->get<int64_t>() - 1) + ", found " + rank->dump());
+  }
+
+  void check_csv_columns(const std::string& source) {
+    const json* s = at(source);
+    if (!s || !s->is_object() || s->value("format", "") != "csv") return;
+    const json& inputs = s->value("input_columns", json());
+    if (inputs.is_array() && s->contains("target_column"))
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i] == (*s)["target_column"])
+          error(index_path(source + ".input_columns", i),
+                "the target column cannot also be an input (found " + inputs[i].dump() + " in both)");
+  }
+
+  void check_resume() {
+    json* resume = tree.doc.contains("checkpoint") && tree.doc["checkpoint"].is_object() &&
+                   tree.doc["checkpoint"].contains("resume") ? &tree.doc["checkpoint"]["resume"] : nullptr;
+    if (!resume || !resume->is_string() || *resume == "auto" || *resume == "never") return;
+    fs::path p = resolve_path("checkpoint.resume", resume->get<std::string>());
+    if (options.check_files && !fs::exists(p))
+      error("checkpoint.resume", "checkpoint not found: " + p.string() + " (expected auto, never, or an existing checkpoint)");
+    *resume = p.string();
+  }
+
+  void check_eval() {
+    const json* eval = at("data.eval");
+    if ((!eval || eval->is_null()) && tree.written("train.eval_every")) {
+      const json* every = at("train.eval_every");
+      if (every && *every != "never")
+        notes.add(tree.locate("train.eval_every"), "train.eval_every", "no data.eval is set, so nothing is evaluated");
+    }
+  }
+};
+
+}  // namespace
+
+void check_semantics(SourceTree& tree, const SchemaFindings& findings, const SemanticOptions& options,
+                     Diagnostics& diags, Diagnostics& notes) {
+  Checker c{tree, options, diags, notes};
+  c.check_files(findings.file_paths);
+  c.check_sizes(findings.size_paths);
+  c.check_sampler();
+  c.check_decentralized();
+  c.check_qadam();
+  c.check_fused();
+  c.check_optimizers();
+  c.check_layout();
+  c.check_csv_columns("data.train");
+  c.check_csv_columns("data.eval");
+  c.check_resume();
+  c.check_eval();
+}
+
+}  // namespace bagua::recipe

@@ -1,0 +1,81 @@
+// The stages of recipe loading, in the order the loader runs them.
+#pragma once
+
+#include "source_tree.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua::recipe {
+
+// --- yaml_reader.cpp --------------------------------------------------------
+// Reads one YAML file. Tabs in indentation, syntax errors, duplicate keys,
+// non-scalar keys and empty files are reported; on error `tree` is partial.
+SourceTree read_yaml_file(const std::string& display_path, Diagnostics& diags);
+// Parses YAML text (an override's value); positions are in `file`, line 1,
+// shifted right by `column_offset`.
+SourceTree read_yaml_text(const std::string& text, const std::string& file, int column_offset,
+                          Diagnostics& diags);
+// The YAML 1.2 core-schema value of an unquoted scalar: null, bool, int,
+// float, or else the string itself.
+json resolve_plain_scalar(const std::string& text);
+
+// --- extends.cpp ------------------------------------------------------------
+// Reads `display_path` and, recursively, the files it extends; merges them
+// (bases in order, then this file; mappings merge, everything else replaces).
+// The result has no `extends` key. `name` is not inherited.
+SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags);
+// Deep-merges `over` onto `base` at the root.
+void merge_trees(SourceTree& base, const SourceTree& over);
+
+// --- overrides.cpp ----------------------------------------------------------
+// Applies "key.path=value" overrides in order. Unknown keys (per the schema)
+// and malformed overrides are reported.
+void apply_overrides(SourceTree& tree, const std::vector<std::string>& overrides,
+                     const json& schema, Diagnostics& diags);
+
+// --- env_expand.cpp ---------------------------------------------------------
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+// Expands ${VAR}, ${VAR:-default} and $$ in every string value; an unquoted
+// value that expands to a number, bool or null takes that type.
+void expand_environment(SourceTree& tree, const EnvLookup& lookup, Diagnostics& diags);
+EnvLookup process_environment();
+
+// --- schema_walker.cpp ------------------------------------------------------
+struct SchemaFindings {
+  std::vector<std::string> file_paths;  // values whose schema says x-file
+  std::vector<std::string> size_paths;  // values whose schema says x-size
+};
+// Checks `tree.doc` against `schema`, reporting each failure in words at its
+// position, and fills defaults (per variant: algorithm, format, type).
+SchemaFindings check_against_schema(SourceTree& tree, const json& schema, Diagnostics& diags);
+// True when `key_path` (segments) names a key the schema knows in any variant;
+// else fills `unknown` with the first unknown segment and `suggestion`.
+bool schema_knows_path(const json& schema, const std::vector<std::string>& segments,
+                       std::string& unknown, std::vector<std::string>& known_here);
+
+// --- schema_authority.cpp ---------------------------------------------------
+const json& recipe_schema();
+// valijson's verdict on `doc`: empty when valid, else its raw error texts
+// as (path, message).
+std::vector<std::pair<std::string, std::string>> valijson_errors(const json& doc);
+
+// --- semantic_checks.cpp ----------------------------------------------------
+struct SemanticOptions {
+  bool check_files = true;
+};
+// Rules the schema cannot express; makes file paths absolute; may change
+// the tree (flatten resolved for fused optimizers) and add notes.
+void check_semantics(SourceTree& tree, const SchemaFindings& findings,
+                     const SemanticOptions& options, Diagnostics& diags, Diagnostics& notes);
+
+// --- typed_recipe.cpp -------------------------------------------------------
+// Converts a checked, defaults-filled tree into the typed Recipe.
+Recipe to_typed_recipe(const json& doc);
+
+// --- yaml_writer.cpp --------------------------------------------------------
+std::string to_yaml(const json& doc);
+
+}  // namespace bagua::recipe

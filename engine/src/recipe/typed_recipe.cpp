@@ -1,0 +1,213 @@
+// A checked, defaults-filled recipe tree -> the typed Recipe.
+//
+// Every value read here was filled by the schema walker (defaults) or
+// checked by it, so lookups use .at(): a missing key is a bug, not user input.
+#include "stages.h"
+
+#include <cmath>
+
+namespace bagua {
+
+namespace {
+template <typename Enum, size_t N>
+Enum enum_from(const std::string& text, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (text == names[i]) return static_cast<Enum>(i);
+  throw Error("recipe: unexpected value " + text + " after validation");
+}
+
+const char* const kLossNames[] = {"cross_entropy", "nll", "mse", "l1", "bce_with_logits", "model"};
+const char* const kFormatNames[] = {"idx", "csv", "jsonl", "tensors"};
+const char* const kSamplerNames[] = {"distributed", "load_balancing"};
+const char* const kOptimizerNames[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "qadam"};
+const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};
+const char* const kBackendNames[] = {"auto", "gloo", "nccl"};
+}  // namespace
+
+const char* to_string(Loss v) { return kLossNames[static_cast<int>(v)]; }
+const char* to_string(DataFormat v) { return kFormatNames[static_cast<int>(v)]; }
+const char* to_string(SamplerType v) { return kSamplerNames[static_cast<int>(v)]; }
+const char* to_string(OptimizerType v) { return kOptimizerNames[static_cast<int>(v)]; }
+const char* to_string(SchedulerType v) { return kSchedulerNames[static_cast<int>(v)]; }
+const char* to_string(Backend v) { return kBackendNames[static_cast<int>(v)]; }
+
+std::optional<int64_t> parse_byte_size(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  std::string number(text.substr(0, i));
+  if (number.empty() || number.front() == '.' || number.back() == '.' ||
+      std::count(number.begin(), number.end(), '.') > 1)
+    return std::nullopt;
+  while (i < text.size() && text[i] == ' ') ++i;
+  std::string unit(text.substr(i));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit != name) continue;
+    double bytes = std::stod(number) * scale;
+    if (!(bytes <= 4.6e18)) return std::nullopt;
+    return static_cast<int64_t>(std::floor(bytes));
+  }
+  return std::nullopt;
+}
+
+namespace recipe {
+namespace {
+
+std::optional<int64_t> optional_int(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return v.get<int64_t>();
+}
+
+ColumnRef column(const json& v) {
+  ColumnRef c;
+  if (v.is_string()) c.name = v.get<std::string>();
+  else c.index = v.get<int64_t>();
+  return c;
+}
+
+DataSource data_source(const json& j) {
+  DataSource d;
+  d.format = enum_from<DataFormat>(j.at("format").get<std::string>(), kFormatNames);
+  switch (d.format) {
+    case DataFormat::kIdx:
+      d.images = j.at("images").get<std::string>();
+      d.labels = j.at("labels").get<std::string>();
+      d.normalize = j.at("normalize").get<bool>();
+      break;
+    case DataFormat::kCsv:
+      d.path = j.at("path").get<std::string>();
+      d.target_column = column(j.at("target_column"));
+      if (!j.at("input_columns").is_null())
+        for (const auto& c : j.at("input_columns")) d.input_columns.push_back(column(c));
+      d.header = j.at("header").get<bool>();
+      d.delimiter = j.at("delimiter").get<std::string>()[0];
+      break;
+    case DataFormat::kJsonl:
+      d.path = j.at("path").get<std::string>();
+      d.input_field = j.at("input_field").get<std::string>();
+      d.target_field = j.at("target_field").get<std::string>();
+      d.pad_value = j.at("pad_value").get<int64_t>();
+      d.max_length = optional_int(j.at("max_length"));
+      break;
+    case DataFormat::kTensors:
+      d.path = j.at("path").get<std::string>();
+      d.input_key = j.at("input_key").get<std::string>();
+      d.target_key = j.at("target_key").get<std::string>();
+      break;
+  }
+  if (j.contains("input_shape") && !j["input_shape"].is_null())
+    d.input_shape = j["input_shape"].get<std::vector<int64_t>>();
+  return d;
+}
+
+OptimizerSpec optimizer(const json& j) {
+  OptimizerSpec o;
+  o.type = enum_from<OptimizerType>(j.at("type").get<std::string>(), kOptimizerNames);
+  o.lr = j.at("lr").get<double>();
+  o.params = j.at("params").get<std::vector<std::string>>();
+  o.fused = j.at("fused").get<bool>();
+  o.weight_decay = j.at("weight_decay").get<double>();
+  o.momentum = j.value("momentum", o.momentum);
+  o.dampening = j.value("dampening", o.dampening);
+  o.nesterov = j.value("nesterov", o.nesterov);
+  if (j.contains("betas")) o.betas = {j["betas"][0].get<double>(), j["betas"][1].get<double>()};
+  o.eps = j.value("eps", o.eps);
+  o.amsgrad = j.value("amsgrad", o.amsgrad);
+  o.alpha = j.value("alpha", o.alpha);
+  o.centered = j.value("centered", o.centered);
+  o.lr_decay = j.value("lr_decay", o.lr_decay);
+  o.initial_accumulator_value = j.value("initial_accumulator_value", o.initial_accumulator_value);
+  o.warmup_steps = j.value("warmup_steps", o.warmup_steps);
+  return o;
+}
+
+}  // namespace
+
+Recipe to_typed_recipe(const json& doc) {
+  Recipe r;
+  r.name = doc.at("name").get<std::string>();
+  r.resolved = doc;
+
+  const json& m = doc.at("model");
+  r.model.torchscript = m.at("torchscript").get<std::string>();
+  r.model.ignore_params = m.at("ignore_params").get<std::vector<std::string>>();
+  r.model.loss = enum_from<Loss>(m.at("loss").get<std::string>(), kLossNames);
+
+  const json& d = doc.at("data");
+  r.data.train = data_source(d.at("train"));
+  if (!d.at("eval").is_null()) r.data.eval = data_source(d.at("eval"));
+  r.data.batch_size = d.at("batch_size").get<int64_t>();
+  const json& s = d.at("sampler");
+  r.data.sampler.type = enum_from<SamplerType>(s.at("type").get<std::string>(), kSamplerNames);
+  r.data.sampler.shuffle = s.at("shuffle").get<bool>();
+  r.data.sampler.seed = s.at("seed").get<uint64_t>();
+  r.data.sampler.drop_last = s.at("drop_last").get<bool>();
+  r.data.sampler.complexity_field = s.value("complexity_field", std::string());
+  r.data.sampler.random_level = s.value("random_level", 0.0);
+  if (const json& c = d.at("cache"); !c.is_null()) {
+    CacheSpec cache;
+    cache.backend = c.at("backend").get<std::string>();
+    cache.dataset_name = c.at("dataset_name").get<std::string>();
+    cache.writer_buffer_size = c.at("writer_buffer_size").get<int64_t>();
+    if (!c.at("hosts").is_null())
+      for (const auto& h : c.at("hosts")) cache.hosts.push_back({h.at("host").get<std::string>(), h.at("port").get<int>()});
+    cache.cluster_mode = c.at("cluster_mode").get<bool>();
+    const json& cap = c.at("capacity_per_node");
+    cache.capacity_per_node = *parse_byte_size(cap.is_string() ? cap.get<std::string>() : cap.dump());
+    r.data.cache = cache;
+  }
+
+  for (const auto& o : doc.at("optimizers")) r.optimizers.push_back(optimizer(o));
+
+  const json& sch = doc.at("scheduler");
+  r.scheduler.type = enum_from<SchedulerType>(sch.at("type").get<std::string>(), kSchedulerNames);
+  r.scheduler.warmup_steps = sch.at("warmup_steps").get<int64_t>();
+  r.scheduler.step_size = sch.value("step_size", int64_t{0});
+  r.scheduler.gamma = sch.value("gamma", r.scheduler.gamma);
+  r.scheduler.total_steps = sch.contains("total_steps") ? optional_int(sch["total_steps"]) : std::nullopt;
+  r.scheduler.min_lr = sch.value("min_lr", 0.0);
+  r.scheduler.end_factor = sch.value("end_factor", 0.0);
+
+  const json& a = doc.at("algorithm");
+  r.algorithm.name = a.at("name").get<std::string>();
+  r.algorithm.flatten = a.at("flatten").get<bool>();
+  const json& bucket = a.at("bucket_size");
+  r.algorithm.bucket_size = *parse_byte_size(bucket.is_string() ? bucket.get<std::string>() : bucket.dump());
+  r.algorithm.kwargs = json::object();
+  for (auto it = a.begin(); it != a.end(); ++it)
+    if (it.key() != "name" && it.key() != "flatten" && it.key() != "bucket_size") r.algorithm.kwargs[it.key()] = *it;
+
+  const json& dist = doc.at("distributed");
+  r.distributed.backend = enum_from<Backend>(dist.at("backend").get<std::string>(), kBackendNames);
+  r.distributed.nproc_per_node = dist.at("nproc_per_node").get<int>();
+  r.distributed.nnodes = dist.at("nnodes").get<int>();
+  r.distributed.node_rank = dist.at("node_rank").get<int>();
+  r.distributed.master_addr = dist.at("master_addr").get<std::string>();
+  r.distributed.master_port = dist.at("master_port").get<int>();
+  r.distributed.timeout_s = dist.at("timeout_s").get<int>();
+  r.distributed.max_restarts = dist.at("max_restarts").get<int>();
+
+  const json& t = doc.at("train");
+  r.train.epochs = t.at("epochs").get<int64_t>();
+  r.train.max_steps = optional_int(t.at("max_steps"));
+  r.train.seed = t.at("seed").get<uint64_t>();
+  r.train.log_every_steps = t.at("log_every_steps").get<int64_t>();
+  const json& every = t.at("eval_every");
+  if (every == "epoch") r.train.eval_every.kind = EvalSchedule::Kind::kEpoch;
+  else if (every == "never") r.train.eval_every.kind = EvalSchedule::Kind::kNever;
+  else r.train.eval_every = {EvalSchedule::Kind::kSteps, every.get<int64_t>()};
+  if (!t.at("threads").is_null()) r.train.threads = t.at("threads").get<int>();
+
+  const json& c = doc.at("checkpoint");
+  r.checkpoint.every_steps = optional_int(c.at("every_steps"));
+  r.checkpoint.keep = c.at("keep").get<int64_t>();
+  r.checkpoint.resume = c.at("resume").get<std::string>();
+
+  r.output.dir = doc.at("output").at("dir").get<std::string>();
+  return r;
+}
+
+}  // namespace recipe
+}  // namespace bagua

@@ -1,0 +1,51 @@
+// docs/recipes.md stays in step with the schema: every key the schema
+// defines (in every variant) appears in the reference as `key.path`.
+#include "recipe/recipe_test_util.h"
+#include "recipe/stages.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace bagua::testing {
+namespace {
+
+using nlohmann::json;
+
+const json& resolve(const json& s) {
+  const json* cur = &s;
+  while (cur->is_object() && cur->contains("$ref")) {
+    std::string ref = (*cur)["$ref"].get<std::string>();
+    cur = &recipe::recipe_schema().at(json::json_pointer(ref.substr(1)));
+  }
+  return *cur;
+}
+
+void collect(const json& schema, const std::string& path, std::set<std::string>& out) {
+  const json& s = resolve(schema);
+  if (!s.is_object()) return;
+  if (s.contains("properties")) {
+    for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+      std::string key = path.empty() ? it.key() : path + "." + it.key();
+      out.insert(key);
+      if (key != "data.eval") collect(*it, key, out);  // data.eval takes data.train's keys
+    }
+  }
+  if (s.contains("items")) collect(s["items"], path + "[]", out);
+  for (const char* k : {"anyOf", "allOf"})
+    if (s.contains(k))
+      for (const auto& b : s[k]) collect(b.contains("then") ? b["then"] : b, path, out);
+}
+
+TEST(RecipeDocs, ReferenceNamesEverySchemaKey) {
+  std::set<std::string> keys;
+  collect(recipe::recipe_schema(), "", keys);
+  ASSERT_GT(keys.size(), 80u);
+  std::string docs = read_text(source_path("docs/recipes.md"));
+  for (const auto& key : keys)
+    EXPECT_NE(docs.find("`" + key + "`"), std::string::npos)
+        << key << " is in the schema but not in docs/recipes.md (run scripts/gen_recipe_docs.py)";
+}
+
+}  // namespace
+}  // namespace bagua::testing
