@@ -20,6 +20,7 @@ packages=(
   libbenchmark-dev
   dataset-fashion-mnist # the real data set the quickstart and tests use
   python3-torch         # exports TorchScript test models; PyTorch DDP baseline
+  libopenblas0-openmp   # a fast BLAS for LibTorch (the default libblas3 is the slow reference one); honours OMP_NUM_THREADS
   iproute2 procps
 )
 

@@ -5,6 +5,8 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 
+#include "support/multiprocess.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -21,59 +23,7 @@
 
 namespace {
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return std::string(buf, n > 0 ? n : 0);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Outcome {
-  bagua::LaunchResult result;
-  std::string output;  // every rank's stdout and stderr, prefixed "[rank N] "
-  double seconds = 0;
-};
-
-Outcome run_workers(const std::string& scenario, int nproc,
-                    std::map<std::string, std::string> env = {}) {
-  char path[] = "/tmp/bagua-comm-test-XXXXXX";
-  int fd = mkstemp(path);
-  bagua::LaunchOptions opts;
-  opts.command = {self_exe()};
-  opts.nproc_per_node = nproc;
-  opts.threads_per_worker = 1;
-  opts.stop_grace = std::chrono::milliseconds(2000);
-  opts.extra_env = std::move(env);
-  opts.extra_env["BAGUA_TEST_SCENARIO"] = scenario;
-  if (!opts.extra_env.count("BAGUA_TIMEOUT_S")) opts.extra_env["BAGUA_TIMEOUT_S"] = "60";
-  opts.stdout_fd = fd;
-  opts.stderr_fd = fd;
-  Outcome out;
-  auto t0 = std::chrono::steady_clock::now();
-  out.result = bagua::LocalSupervisor(opts).run();
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  close(fd);
-  out.output = slurp(path);
-  unlink(path);
-  return out;
-}
-
-// Every rank printed its count of passed checks, with none failed.
-void expect_all_checks_passed(const Outcome& o, int world) {
-  EXPECT_TRUE(o.result.ok) << o.result.summary() << "\n" << o.output;
-  for (int r = 0; r < world; ++r) {
-    std::regex line("rank " + std::to_string(r) + ": ([0-9]+) checks passed, 0 failed");
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(o.output, m, line)) << "rank " << r << " did not finish:\n" << o.output;
-    EXPECT_GT(std::stoi(m[1]), 0) << o.output;
-  }
-}
+using namespace bagua::testing;
 
 class Collectives : public ::testing::TestWithParam<int> {};
 
@@ -92,27 +42,7 @@ TEST(Groups, SingleNodeSubGroups) {
 // Two simulated nodes of two ranks each: two real `bagua launch` processes
 // with --nnodes 2 and their own --node-rank, meeting at one port.
 TEST(Groups, TwoSimulatedNodesThroughBaguaLaunch) {
-  int port = bagua::find_free_port();
-  std::string out[2] = {"/tmp/bagua-node0-" + std::to_string(getpid()),
-                        "/tmp/bagua-node1-" + std::to_string(getpid())};
-  std::vector<std::thread> nodes;
-  int codes[2] = {-1, -1};
-  for (int node = 0; node < 2; ++node) {
-    nodes.emplace_back([&, node] {
-      std::string cmd = "BAGUA_TEST_SCENARIO=groups BAGUA_TIMEOUT_S=60 " + std::string(BAGUA_CLI) +
-                        " launch --nproc-per-node 2 --nnodes 2 --node-rank " + std::to_string(node) +
-                        " --master-addr 127.0.0.1 --master-port " + std::to_string(port) + " -- " +
-                        self_exe() + " > " + out[node] + " 2>&1";
-      codes[node] = std::system(cmd.c_str());
-    });
-  }
-  for (auto& t : nodes) t.join();
-  Outcome o;
-  o.result.ok = codes[0] == 0 && codes[1] == 0;
-  o.output = slurp(out[0]) + slurp(out[1]);
-  unlink(out[0].c_str());
-  unlink(out[1].c_str());
-  expect_all_checks_passed(o, 4);
+  expect_all_checks_passed(run_nodes("groups", 2, 2), 4);
 }
 
 TEST(Errors, DisagreeingRanksGetAClearErrorOnEveryRank) {

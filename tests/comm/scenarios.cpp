@@ -2,7 +2,7 @@
 // of a real multi-process group (real sockets through Gloo) and checks exact
 // values against a reference computed independently of the library: a plain
 // element-wise fold over every rank's input, which each rank can rebuild.
-#include "comm/worker_checks.h"
+#include "support/worker_checks.h"
 
 #include <bagua/communication.h>
 #include <bagua/errors.h>
@@ -344,20 +344,9 @@ int scenario_join() {
 }  // namespace
 
 int run_scenario(const std::string& name) {
-  static const std::map<std::string, std::function<int()>> scenarios = {
+  return bagua::testing::dispatch_scenario(name, {
       {"collectives", scenario_collectives}, {"groups", scenario_groups},
       {"mismatch", scenario_mismatch},       {"peer_dies", scenario_peer_dies},
       {"join", scenario_join},               {"crash", scenario_crash},
-  };
-  auto it = scenarios.find(name);
-  if (it == scenarios.end()) {
-    std::cerr << "unknown scenario " << name << "\n";
-    return 2;
-  }
-  try {
-    return it->second();
-  } catch (const std::exception& e) {
-    std::cerr << "scenario " << name << " failed: " << e.what() << std::endl;
-    return 1;
-  }
+  });
 }

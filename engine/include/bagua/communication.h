@@ -95,6 +95,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // the group, like intra_node_group().
   std::shared_ptr<ProcessGroup> inter_node_group();
 
+  // A new group with the same members, in the same order, over its own
+  // connections (and its own sub-groups), so its traffic never interleaves
+  // with this group's. Collective over the members: every member calls it,
+  // the same number of times. Non-members get a non-member group.
+  std::shared_ptr<ProcessGroup> duplicate();
+
   // Turns the cross-rank check of each collective's arguments on or off for
   // this group (all members must agree). Off saves one small collective per
   // call; use it on hot paths whose arguments are identical by construction.

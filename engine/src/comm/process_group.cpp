@@ -199,6 +199,20 @@ const std::vector<int>& ProcessGroup::ranks() const { return impl_->ranks; }
 std::string ProcessGroup::backend() const { return impl_->world->backend; }
 void ProcessGroup::set_verify_collectives(bool on) { impl_->verify = on; }
 bool ProcessGroup::verify_collectives() const { return impl_->verify; }
+std::shared_ptr<ProcessGroup> ProcessGroup::duplicate() {
+  int n;
+  {
+    std::lock_guard<std::mutex> lock(impl_->sub_mutex);
+    n = impl_->duplicates++;
+  }
+  auto copy = comm::make_group(impl_->world, impl_->ranks, impl_->prefix + "dup" + std::to_string(n) + "/");
+  copy->set_verify_collectives(impl_->verify.load());
+  if (copy->is_member()) {
+    copy->intra_node_group();
+    copy->inter_node_group();
+  }
+  return copy;
+}
 std::shared_ptr<ProcessGroup> ProcessGroup::intra_node_group() { return comm::sub_group(*this, true); }
 std::shared_ptr<ProcessGroup> ProcessGroup::inter_node_group() { return comm::sub_group(*this, false); }
 

@@ -46,6 +46,7 @@ struct ProcessGroup::Impl {
   int rank = -1;             // group rank of this process
   std::string prefix;        // store prefix; subgroups extend it
   std::atomic<bool> verify{true};
+  int duplicates = 0;  // duplicate() calls so far (same on every member)
 
   std::mutex sub_mutex;
   std::shared_ptr<ProcessGroup> intra;  // null: not created yet

@@ -67,3 +67,27 @@ class WorkerChecks {
 };
 
 }  // namespace bagua::testing
+
+#include <functional>
+#include <map>
+
+namespace bagua::testing {
+
+// Runs the scenario called `name`; unknown names and uncaught exceptions
+// are reported and fail the worker.
+inline int dispatch_scenario(const std::string& name,
+                             const std::map<std::string, std::function<int()>>& scenarios) {
+  auto it = scenarios.find(name);
+  if (it == scenarios.end()) {
+    std::cerr << "unknown scenario " << name << "\n";
+    return 2;
+  }
+  try {
+    return it->second();
+  } catch (const std::exception& e) {
+    std::cerr << "scenario " << name << " failed: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace bagua::testing

@@ -1,0 +1,32 @@
+// GradientAllReduce: centralized, synchronous, full precision (DDP's
+// algorithm, Bagua's gradient_allreduce).
+//
+// Each bucket of gradients is allreduced as soon as all its gradients are
+// ready, while backward goes on; all buckets are awaited at the end of
+// backward, so the optimizer sees reduced gradients. average = true divides
+// by the group size. hierarchical = true reduces within each node to its
+// leader, allreduces among the leaders, and broadcasts within the node.
+#pragma once
+
+#include <bagua/algorithms/algorithm.h>
+
+namespace bagua {
+
+class GradientAllReduce : public Algorithm {
+ public:
+  explicit GradientAllReduce(bool hierarchical = false, bool average = true)
+      : hierarchical_(hierarchical), average_(average) {}
+
+  std::string name() const override { return "gradient_allreduce"; }
+  nlohmann::json kwargs() const override;
+  std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
+
+  bool hierarchical() const { return hierarchical_; }
+  bool average() const { return average_; }
+
+ private:
+  bool hierarchical_;
+  bool average_;
+};
+
+}  // namespace bagua

@@ -1,0 +1,162 @@
+// BaguaModule: a model made data-parallel (Bagua's BaguaModule/with_bagua).
+//
+//   auto model = torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::ReLU(),
+//                                      torch::nn::Linear(16, 2));
+//   auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(),
+//                                                  torch::optim::SGDOptions(0.01).momentum(0.9));
+//   auto ddp = bagua::with_bagua(*model, {sgd}, std::make_shared<bagua::GradientAllReduce>());
+//   for (...) {
+//     sgd->zero_grad();
+//     auto loss = torch::mse_loss(ddp->forward(model, x), y);
+//     loss.backward();   // gradients are reduced across ranks when this returns
+//     ddp->step();       // the optimizers' step plus the algorithm's post-step work
+//   }
+//
+// with_bagua() broadcasts parameters, buffers and optimizer state from group
+// rank 0, so every rank starts identical; registers the parameters' gradients
+// (minus ignored ones) in buckets; and hooks every parameter's gradient
+// accumulator so a bucket is communicated as soon as all its gradients exist,
+// while backward continues. Works on a C++ frontend torch::nn::Module and on a
+// TorchScript torch::jit::Module alike: both are seen as named parameters and
+// buffers ("{module}.{param}" names, as in the state dict).
+//
+// Call forward()/pre_forward() and step() through the BaguaModule: some
+// algorithms communicate there (GradientAllReduce does not need them, but
+// calling them keeps code portable across algorithms). The module, the
+// optimizers and the model must outlive the BaguaModule; destroying it
+// removes its hooks.
+#pragma once
+
+#include <bagua/algorithms/algorithm.h>
+#include <bagua/bucket.h>
+#include <bagua/communication.h>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/script.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace bagua {
+
+using OptimizerPtr = std::shared_ptr<torch::optim::Optimizer>;
+
+struct WithBaguaOptions {
+  // The group to train over; nullptr = the default group.
+  ProcessGroupPtr process_group;
+  // Flatten buckets into one buffer each (gradients become views into it).
+  bool do_flatten = true;
+  // Bytes per bucket (Bagua's default: 10 MiB).
+  int64_t bucket_bytes = 10 << 20;
+  // Parameter names ("{module}.{param}", '*' and '?' globs) kept out of
+  // communication: they train on local gradients only.
+  std::vector<std::string> parameters_to_ignore;
+  // Communicate buckets during backward (true) or only once backward has
+  // finished (false: for measuring what overlap gains).
+  bool overlap = true;
+};
+
+// What the module reports to a trace callback (tests, profiling).
+struct TraceEvent {
+  enum Kind { kGradientReady, kBucketLaunched, kBucketCommStart, kBucketCommEnd, kPostBackward };
+  Kind kind;
+  std::string name;  // parameter or bucket name
+  int64_t sequence;  // global order of events in this module
+  std::chrono::steady_clock::time_point time;
+};
+
+class BaguaModule {
+ public:
+  BaguaModule(std::vector<std::pair<std::string, at::Tensor>> parameters,
+              std::vector<std::pair<std::string, at::Tensor>> buffers,
+              std::vector<OptimizerPtr> optimizers, AlgorithmPtr algorithm,
+              WithBaguaOptions options);
+  ~BaguaModule();
+  BaguaModule(const BaguaModule&) = delete;
+  BaguaModule& operator=(const BaguaModule&) = delete;
+
+  // --- Bagua's documented attributes ---
+  const std::vector<OptimizerPtr>& bagua_optimizers() const { return optimizers_; }
+  const Algorithm& bagua_algorithm() const { return *algorithm_; }
+  const std::vector<std::string>& parameters_to_ignore() const { return options_.parameters_to_ignore; }
+  int64_t bagua_train_step_counter() const { return step_counter_; }
+  const std::vector<std::shared_ptr<Bucket>>& bagua_buckets() const { return buckets_; }
+  // (name, parameter) of every parameter that requires grad and is not ignored.
+  std::vector<std::pair<std::string, at::Tensor>> bagua_build_params() const;
+
+  // Every parameter and buffer, in model order.
+  const std::vector<std::pair<std::string, at::Tensor>>& named_parameters() const { return parameters_; }
+  const std::vector<std::pair<std::string, at::Tensor>>& named_buffers() const { return buffers_; }
+  const ProcessGroupPtr& process_group() const { return group_; }
+  const WithBaguaOptions& options() const { return options_; }
+  AlgorithmImpl& algorithm_impl() { return *impl_; }
+
+  // Replaces the algorithm: the old one's hooks and buckets go, the new
+  // one's come. Every rank must switch at the same point.
+  void switch_algorithm(AlgorithmPtr algorithm);
+
+  // Runs before each forward pass: resets the algorithm when it asks, and
+  // runs its forward-pre hook.
+  void pre_forward();
+  // pre_forward(), then model->forward(args...) (C++ frontend models).
+  template <typename Model, typename... Args>
+  auto forward(Model& model, Args&&... args) {
+    pre_forward();
+    return model->forward(std::forward<Args>(args)...);
+  }
+  // pre_forward(), then forward() of a TorchScript module.
+  c10::IValue forward(torch::jit::Module& module, std::vector<c10::IValue> inputs);
+
+  // Steps every optimizer, then runs the algorithm's post-step hook.
+  void step();
+  // Zeroes every optimizer's gradients.
+  void zero_grad();
+
+  // Receives every TraceEvent (from autograd and communication threads).
+  void set_trace(std::function<void(const TraceEvent&)> trace);
+
+  // --- For algorithms ---
+  // Waits until every launched bucket is done; rethrows the first failure.
+  void wait_for_buckets();
+  void trace(TraceEvent::Kind kind, const std::string& name);
+
+  struct Internals;
+
+ private:
+  void init_algorithm();
+  void remove_hooks();
+  void on_gradient_ready(size_t bucket, size_t index);
+  void on_backward_end();
+  void launch_ready_buckets();
+  void launch(size_t bucket);
+  void broadcast_initial_state();
+
+  std::vector<std::pair<std::string, at::Tensor>> parameters_;
+  std::vector<std::pair<std::string, at::Tensor>> buffers_;
+  std::vector<OptimizerPtr> optimizers_;
+  AlgorithmPtr algorithm_;
+  WithBaguaOptions options_;
+  ProcessGroupPtr group_;
+  std::unique_ptr<AlgorithmImpl> impl_;
+  std::vector<std::shared_ptr<Bucket>> buckets_;
+  int64_t step_counter_ = 0;
+
+  std::unique_ptr<Internals> internals_;  // hooks, comm thread, iteration state
+};
+
+// Wraps a C++ frontend module (torch::nn::Module or a ModuleHolder's *).
+std::shared_ptr<BaguaModule> with_bagua(torch::nn::Module& module, std::vector<OptimizerPtr> optimizers,
+                                        AlgorithmPtr algorithm, WithBaguaOptions options = {});
+// Wraps a TorchScript module.
+std::shared_ptr<BaguaModule> with_bagua(torch::jit::Module& module, std::vector<OptimizerPtr> optimizers,
+                                        AlgorithmPtr algorithm, WithBaguaOptions options = {});
+
+// True when `name` matches the glob `pattern` ('*' any run, '?' one char).
+bool glob_match(const std::string& pattern, const std::string& name);
+
+}  // namespace bagua

@@ -1,0 +1,53 @@
+#include <bagua/algorithms/gradient_allreduce.h>
+#include <bagua/distributed.h>
+
+#include <ATen/ATen.h>
+
+namespace bagua {
+namespace {
+
+class GradientAllReduceImpl : public AlgorithmImpl {
+ public:
+  GradientAllReduceImpl(ProcessGroupPtr group, bool hierarchical, bool average)
+      : AlgorithmImpl(std::move(group)), hierarchical_(hierarchical), average_(average) {
+    // Own connections for the buckets, so gradient traffic on the
+    // communication thread never interleaves with the user's collectives;
+    // no per-call argument check: every rank builds identical buckets.
+    comm_ = group_->duplicate();
+    comm_->set_verify_collectives(false);
+  }
+
+  void run_bucket(BaguaModule&, Bucket& bucket) override {
+    at::Tensor flat = bucket.flat();
+    if (!hierarchical_) {
+      allreduce(flat, average_ ? ReduceOp::AVG : ReduceOp::SUM, comm_);
+    } else {
+      auto intra = comm_->intra_node_group();
+      auto inter = comm_->inter_node_group();
+      reduce(flat, 0, ReduceOp::SUM, intra);
+      if (intra->rank() == 0) {
+        allreduce(flat, ReduceOp::SUM, inter);
+        if (average_) flat.div_(comm_->size());
+      }
+      broadcast(flat, 0, intra);
+    }
+    bucket.write_back(flat);
+  }
+
+ private:
+  bool hierarchical_;
+  bool average_;
+  ProcessGroupPtr comm_;
+};
+
+}  // namespace
+
+nlohmann::json GradientAllReduce::kwargs() const {
+  return {{"hierarchical", hierarchical_}, {"average", average_}};
+}
+
+std::unique_ptr<AlgorithmImpl> GradientAllReduce::reify(ProcessGroupPtr group) const {
+  return std::make_unique<GradientAllReduceImpl>(std::move(group), hierarchical_, average_);
+}
+
+}  // namespace bagua

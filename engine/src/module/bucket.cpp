@@ -1,0 +1,148 @@
+#include <bagua/bucket.h>
+#include <bagua/errors.h>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <map>
+#include <numeric>
+
+namespace bagua {
+
+int64_t BaguaTensor::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+namespace {
+// A tensor that shares `buffer`'s storage at `offset` with `shape`, but is not
+// an autograd view of it: optimizers may detach_() and zero_() it in place
+// (LibTorch's zero_grad does), which is forbidden on views.
+at::Tensor alias_into(const at::Tensor& buffer, int64_t offset, at::IntArrayRef shape) {
+  at::NoGradGuard no_grad;
+  at::Tensor alias = at::empty({0}, buffer.options());
+  alias.set_(buffer.storage(), buffer.storage_offset() + offset, shape, c10::contiguous_strides(shape));
+  return alias;
+}
+
+bool points_into(const at::Tensor& t, const at::Tensor& buffer, int64_t offset) {
+  return t.defined() && t.is_contiguous() && t.storage().is_alias_of(buffer.storage()) &&
+         t.storage_offset() == buffer.storage_offset() + offset;
+}
+}  // namespace
+
+Bucket::Bucket(std::string name, std::vector<BaguaTensor> tensors, bool flatten, int64_t alignment)
+    : name_(std::move(name)), tensors_(std::move(tensors)), flatten_(flatten) {
+  if (tensors_.empty()) throw InvalidArgument("bucket " + name_ + " has no tensors");
+  dtype_ = tensors_.front().dtype;
+  for (const auto& t : tensors_) {
+    if (t.dtype != dtype_) throw InvalidArgument("bucket " + name_ + " mixes dtypes (" + t.name + ")");
+    offsets_.push_back(numel_);
+    numel_ += t.numel();
+  }
+  alignment = std::max<int64_t>(1, alignment);
+  padded_numel_ = (numel_ + alignment - 1) / alignment * alignment;
+  ready_.assign(tensors_.size(), false);
+  if (flatten_) buffer_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_));
+}
+
+int64_t Bucket::bytes() const { return padded_numel_ * static_cast<int64_t>(c10::elementSize(dtype_)); }
+
+void Bucket::attach() {
+  if (!flatten_) return;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    at::Tensor current = tensors_[i].get();
+    if (points_into(current, buffer_, offsets_[i])) continue;
+    at::Tensor alias = alias_into(buffer_, offsets_[i], tensors_[i].shape);
+    if (current.defined()) {
+      alias.copy_(current);
+    } else {
+      alias.zero_();
+    }
+    tensors_[i].set(alias);
+  }
+}
+
+at::Tensor Bucket::flat() {
+  if (flatten_) {
+    attach();
+    return buffer_;
+  }
+  at::NoGradGuard no_grad;
+  at::Tensor out = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_));
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    at::Tensor current = tensors_[i].get();
+    if (current.defined()) out.narrow(0, offsets_[i], tensors_[i].numel()).copy_(current.reshape({-1}));
+  }
+  return out;
+}
+
+void Bucket::write_back(const at::Tensor& flat) {
+  if (flatten_) return;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    at::Tensor slice = flat.narrow(0, offsets_[i], tensors_[i].numel()).view(tensors_[i].shape);
+    at::Tensor current = tensors_[i].get();
+    if (current.defined()) {
+      current.copy_(slice);
+    } else {
+      tensors_[i].set(slice.clone());
+    }
+  }
+}
+
+bool Bucket::mark_ready(size_t index) {
+  if (index >= ready_.size() || ready_[index]) return false;
+  ready_[index] = true;
+  return ++ready_count_ == ready_.size();
+}
+
+void Bucket::reset_ready() {
+  ready_.assign(tensors_.size(), false);
+  ready_count_ = 0;
+}
+
+std::vector<std::string> Bucket::missing() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!ready_[i]) out.push_back(tensors_[i].name);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Bucket>> make_buckets(const std::vector<BaguaTensor>& tensors,
+                                                  const BucketOptions& options) {
+  // One open bucket per dtype; a bucket closes when the next tensor would
+  // push it past bucket_bytes. Buckets are ordered by their first tensor.
+  struct Open {
+    std::vector<BaguaTensor> tensors;
+    int64_t bytes = 0;
+    size_t first = 0;
+  };
+  std::map<at::ScalarType, Open> open;
+  std::vector<std::pair<size_t, std::vector<BaguaTensor>>> closed;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    int64_t bytes = t.numel() * static_cast<int64_t>(c10::elementSize(t.dtype));
+    Open& o = open[t.dtype];
+    if (!o.tensors.empty() && o.bytes + bytes > options.bucket_bytes) {
+      closed.emplace_back(o.first, std::move(o.tensors));
+      o = Open{};
+    }
+    if (o.tensors.empty()) o.first = i;
+    o.tensors.push_back(t);
+    o.bytes += bytes;
+  }
+  for (auto& [dtype, o] : open) {
+    if (!o.tensors.empty()) closed.emplace_back(o.first, std::move(o.tensors));
+  }
+  std::sort(closed.begin(), closed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::shared_ptr<Bucket>> buckets;
+  for (auto& [first, ts] : closed) {
+    buckets.push_back(std::make_shared<Bucket>("bucket" + std::to_string(buckets.size()), std::move(ts),
+                                               options.flatten, options.alignment));
+  }
+  return buckets;
+}
+
+}  // namespace bagua

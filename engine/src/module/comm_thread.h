@@ -1,0 +1,40 @@
+// CommThread: one thread that runs communication jobs in submission order.
+// BaguaModule submits one job per bucket; keeping them on one thread keeps
+// every rank's collectives in the same order while backward goes on.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace bagua::module {
+
+class CommThread {
+ public:
+  CommThread();
+  ~CommThread();  // finishes the queued jobs, then joins
+  CommThread(const CommThread&) = delete;
+  CommThread& operator=(const CommThread&) = delete;
+
+  void submit(std::function<void()> job);
+  // Blocks until every submitted job has run; rethrows the first exception
+  // a job threw since the last wait_all() (the later jobs still ran).
+  void wait_all();
+
+ private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<std::function<void()>> jobs_;
+  bool running_job_ = false;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace bagua::module

@@ -1,0 +1,156 @@
+// In-process unit tests: buckets, globs, the algorithm registry and its
+// agreement with the recipe schema.
+#include <bagua/algorithms/registry.h>
+#include <bagua/bucket.h>
+#include <bagua/distributed.h>
+#include <bagua/errors.h>
+#include <bagua/recipe.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace {
+
+bagua::BaguaTensor tensor_of(const std::string& name, std::vector<int64_t> shape, at::ScalarType dtype,
+                             std::shared_ptr<at::Tensor> slot) {
+  bagua::BaguaTensor t;
+  t.name = name;
+  t.shape = shape;
+  t.dtype = dtype;
+  t.get = [slot] { return *slot; };
+  t.set = [slot](const at::Tensor& v) { *slot = v; };
+  return t;
+}
+
+TEST(Buckets, GreedyByBytesPerDtypeInOrder) {
+  std::vector<bagua::BaguaTensor> ts;
+  std::vector<std::shared_ptr<at::Tensor>> slots;
+  // float 400 B, double 800 B, float 400 B, float 400 B, float 2000 B
+  std::vector<std::pair<int64_t, at::ScalarType>> specs = {
+      {100, at::kFloat}, {100, at::kDouble}, {100, at::kFloat}, {100, at::kFloat}, {500, at::kFloat}};
+  for (size_t i = 0; i < specs.size(); ++i) {
+    slots.push_back(std::make_shared<at::Tensor>(torch::zeros({specs[i].first}, specs[i].second)));
+    ts.push_back(tensor_of("t" + std::to_string(i), {specs[i].first}, specs[i].second, slots.back()));
+  }
+  bagua::BucketOptions opts;
+  opts.bucket_bytes = 1000;
+  auto buckets = bagua::make_buckets(ts, opts);
+  ASSERT_EQ(buckets.size(), 4u);
+  // Ordered by first tensor: [t0 t2] (800 B; t3 would exceed), [t1], [t3] (t4 would exceed), [t4].
+  std::vector<std::vector<std::string>> names;
+  for (auto& b : buckets) {
+    names.emplace_back();
+    for (auto& t : b->tensors()) names.back().push_back(t.name);
+  }
+  EXPECT_EQ(names[0], (std::vector<std::string>{"t0", "t2"}));
+  EXPECT_EQ(names[1], (std::vector<std::string>{"t1"}));
+  EXPECT_EQ(names[2], (std::vector<std::string>{"t3"}));
+  EXPECT_EQ(names[3], (std::vector<std::string>{"t4"}));
+  opts.bucket_bytes = 1;  // every tensor alone
+  EXPECT_EQ(bagua::make_buckets(ts, opts).size(), ts.size());
+}
+
+TEST(Buckets, FlattenMakesTensorsAliasesOfOneBufferAndPadsToAlignment) {
+  auto a = std::make_shared<at::Tensor>(torch::arange(6, torch::kFloat).view({2, 3}));
+  auto b = std::make_shared<at::Tensor>(torch::arange(4, torch::kFloat) + 10);
+  bagua::Bucket bucket("b", {tensor_of("a", {2, 3}, at::kFloat, a), tensor_of("b", {4}, at::kFloat, b)}, true, 4);
+  EXPECT_EQ(bucket.numel(), 10);
+  EXPECT_EQ(bucket.padded_numel(), 12);
+  at::Tensor flat = bucket.flat();
+  EXPECT_TRUE(torch::equal(flat, torch::cat({torch::arange(6, torch::kFloat), torch::arange(4, torch::kFloat) + 10,
+                                             torch::zeros({2})})));
+  flat.mul_(2);  // writing the buffer writes the registered tensors
+  EXPECT_TRUE(torch::equal(*a, torch::arange(6, torch::kFloat).view({2, 3}) * 2));
+  // Optimizers zero gradients with detach_() + zero_(): allowed on our aliases.
+  a->detach_();
+  a->zero_();
+  EXPECT_EQ(flat.narrow(0, 0, 6).abs().sum().item<float>(), 0.f);
+  // A replaced tensor is copied back into the buffer on attach().
+  *b = torch::full({4}, 7.f);
+  bucket.attach();
+  EXPECT_TRUE(torch::equal(flat.narrow(0, 6, 4), torch::full({4}, 7.f)));
+  EXPECT_TRUE(b->storage().is_alias_of(flat.storage()));
+}
+
+TEST(Buckets, WithoutFlattenOperationsCopyInAndOut) {
+  auto a = std::make_shared<at::Tensor>(torch::ones({3}));
+  bagua::Bucket bucket("b", {tensor_of("a", {3}, at::kFloat, a)}, false, 1);
+  at::Tensor flat = bucket.flat();
+  flat.add_(1);
+  EXPECT_TRUE(torch::equal(*a, torch::ones({3})));  // a copy
+  bucket.write_back(flat);
+  EXPECT_TRUE(torch::equal(*a, torch::full({3}, 2.f)));
+}
+
+TEST(Buckets, ReadinessCountsEachTensorOnceAndNamesTheMissing) {
+  auto a = std::make_shared<at::Tensor>(torch::ones({1})), b = std::make_shared<at::Tensor>(torch::ones({1}));
+  bagua::Bucket bucket("b", {tensor_of("a", {1}, at::kFloat, a), tensor_of("b", {1}, at::kFloat, b)}, true, 1);
+  EXPECT_FALSE(bucket.mark_ready(0));
+  EXPECT_FALSE(bucket.mark_ready(0));
+  EXPECT_EQ(bucket.missing(), std::vector<std::string>{"b"});
+  EXPECT_TRUE(bucket.mark_ready(1));
+  bucket.reset_ready();
+  EXPECT_FALSE(bucket.ready());
+}
+
+TEST(Glob, StarsAndQuestionMarks) {
+  EXPECT_TRUE(bagua::glob_match("head.*", "head.bias"));
+  EXPECT_TRUE(bagua::glob_match("*.bias", "layers.3.bias"));
+  EXPECT_TRUE(bagua::glob_match("layers.?.weight", "layers.3.weight"));
+  EXPECT_FALSE(bagua::glob_match("layers.?.weight", "layers.10.weight"));
+  EXPECT_FALSE(bagua::glob_match("head.bias", "head.bias2"));
+  EXPECT_TRUE(bagua::glob_match("*", ""));
+}
+
+TEST(Registry, DefaultsAndKeywordArguments) {
+  auto algo = bagua::make_algorithm("gradient_allreduce");
+  EXPECT_EQ(algo->name(), "gradient_allreduce");
+  EXPECT_EQ(algo->kwargs(), (nlohmann::json{{"hierarchical", false}, {"average", true}}));
+  auto hier = bagua::make_algorithm("gradient_allreduce", {{"hierarchical", true}});
+  EXPECT_EQ(hier->kwargs()["hierarchical"], true);
+  EXPECT_EQ(hier->kwargs()["average"], true);
+}
+
+TEST(Registry, MistakesAreExplained) {
+  try {
+    bagua::make_algorithm("gradient_allreduse");
+    FAIL();
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("known: gradient_allreduce"), std::string::npos) << e.what();
+  }
+  try {
+    bagua::make_algorithm("gradient_allreduce", {{"peer_selection_mode", "all"}});
+    FAIL();
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("does not accept 'peer_selection_mode' (it accepts: average, hierarchical)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    bagua::make_algorithm("gradient_allreduce", {{"average", "yes"}});
+    FAIL();
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'average' must be a boolean, got a string"), std::string::npos) << e.what();
+  }
+}
+
+// The recipe schema and the registry describe the same keyword arguments
+// with the same defaults for every algorithm the engine has.
+TEST(Registry, AgreesWithTheRecipeSchema) {
+  auto schema = nlohmann::json::parse(bagua::recipe_schema_text());
+  for (const auto& spec : bagua::algorithm_registry()) {
+    std::string def = "algorithm_" + spec.name;
+    ASSERT_TRUE(schema["definitions"].contains(def)) << def;
+    nlohmann::json props = schema["definitions"][def]["properties"];
+    for (const char* common : {"name", "flatten", "bucket_size"}) props.erase(common);
+    std::set<std::string> schema_keys, registry_keys;
+    for (const auto& [k, v] : props.items()) schema_keys.insert(k);
+    for (const auto& [k, v] : spec.defaults.items()) registry_keys.insert(k);
+    EXPECT_EQ(schema_keys, registry_keys) << spec.name;
+    for (const auto& [k, v] : spec.defaults.items()) {
+      EXPECT_EQ(props[k]["default"], v) << spec.name << "." << k;
+    }
+  }
+}
+
+}  // namespace
