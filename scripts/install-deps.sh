@@ -14,6 +14,7 @@ packages=(
   libcli11-dev          # command line
   nlohmann-json3-dev    # JSON trees (recipes, metrics)
   libvalijson-dev       # JSON Schema validation of recipes
+  zlib1g-dev            # gzipped IDX data sets (zlib inflate)
   libhiredis-dev        # Redis client (dataset cache)
   redis-server          # Redis server (spawned by the cache and its tests)
   libgtest-dev libgmock-dev

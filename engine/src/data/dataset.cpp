@@ -1,0 +1,129 @@
+// load_dataset(), target_kind_for() and the pieces every format shares.
+#include "data/dataset_impl.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace bagua {
+
+TargetKind target_kind_for(Loss loss) {
+  switch (loss) {
+    case Loss::kCrossEntropy:
+    case Loss::kNll:
+      return TargetKind::kClassIndex;
+    case Loss::kMse:
+    case Loss::kL1:
+    case Loss::kBceWithLogits:
+    case Loss::kModel:
+      return TargetKind::kFloat;
+  }
+  return TargetKind::kFloat;
+}
+
+std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind target_kind) {
+  std::shared_ptr<Dataset> dataset;
+  switch (source.format) {
+    case DataFormat::kIdx:
+      dataset = data::load_idx(source, target_kind);
+      break;
+    case DataFormat::kCsv:
+      dataset = data::load_csv(source, target_kind);
+      break;
+    case DataFormat::kJsonl:
+      dataset = data::load_jsonl(source, target_kind);
+      break;
+    case DataFormat::kTensors:
+      dataset = data::load_tensors(source, target_kind);
+      break;
+  }
+  if (!dataset) throw Error("load_dataset: unknown data format");
+  return dataset;
+}
+
+namespace data {
+
+std::string base_name(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  std::vector<char> bytes;
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  if (size < 0) throw DataError(path + ": cannot read (is it a directory?)");
+  bytes.resize(static_cast<size_t>(size));
+  in.seekg(0, std::ios::beg);
+  if (!bytes.empty()) in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!in) throw DataError(path + ": read error");
+  return bytes;
+}
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+std::vector<int64_t> sample_shape(const std::vector<int64_t>& requested, int64_t elements,
+                                  const std::string& file) {
+  if (requested.empty()) return {elements};
+  int64_t product = 1;
+  for (int64_t d : requested) {
+    if (d < 1) throw DataError(file + ": input_shape " + shape_string(requested) +
+                               " has a dimension below 1");
+    product *= d;
+  }
+  if (product != elements)
+    throw DataError(file + ": input_shape " + shape_string(requested) + " has " +
+                    std::to_string(product) + " elements, but each sample has " +
+                    std::to_string(elements));
+  return requested;
+}
+
+at::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size) {
+  for (int64_t i : indices)
+    if (i < 0 || i >= size)
+      throw InvalidArgument("get_batch: index " + std::to_string(i) +
+                            " is outside the dataset (size " + std::to_string(size) + ")");
+  return at::tensor(at::ArrayRef<int64_t>(indices), at::kLong);
+}
+
+std::string describe_target(TargetKind kind, at::IntArrayRef sample_shape, int64_t num_classes) {
+  if (kind == TargetKind::kClassIndex)
+    return "target int64 (" + std::to_string(num_classes) + " classes)";
+  if (sample_shape.empty()) return "target float32";
+  return "target " + shape_string(sample_shape) + " float32";
+}
+
+TensorDataset::TensorDataset(std::string label, at::Tensor input, at::Tensor target,
+                             TargetKind kind)
+    : label_(std::move(label)),
+      input_(input.contiguous()),
+      target_(target.contiguous()),
+      kind_(kind) {
+  if (kind_ == TargetKind::kClassIndex && target_.numel() > 0)
+    num_classes_ = target_.max().item<int64_t>() + 1;
+}
+
+Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
+  at::Tensor idx = index_tensor(indices, size());
+  return {input_.index_select(0, idx), target_.index_select(0, idx)};
+}
+
+std::string TensorDataset::describe() const {
+  std::ostringstream s;
+  s << label_ << ": " << size() << " samples, input " << shape_string(input_.sizes().slice(1))
+    << " " << (input_.scalar_type() == at::kLong ? "int64" : "float32") << ", "
+    << describe_target(kind_, target_.sizes().slice(1), num_classes_);
+  return s.str();
+}
+
+}  // namespace data
+}  // namespace bagua

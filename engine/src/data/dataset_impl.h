@@ -1,0 +1,61 @@
+// Pieces shared by the dataset formats: file reading, shape checks, and
+// TensorDataset (samples already stacked in two tensors), which csv,
+// tensors and fixed-length jsonl sources load into.
+#pragma once
+
+#include <bagua/data.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bagua::data {
+
+// The last component of a path ("a/b/c.csv" -> "c.csv").
+std::string base_name(const std::string& path);
+
+// Every byte of `path`; DataError when it cannot be opened or read.
+std::vector<char> read_file(const std::string& path);
+
+// "[1, 28, 28]".
+std::string shape_string(at::IntArrayRef shape);
+
+// The shape of one input sample: `requested` when given (its element count
+// must equal `elements`, else DataError naming `file`), else [elements].
+std::vector<int64_t> sample_shape(const std::vector<int64_t>& requested, int64_t elements,
+                                  const std::string& file);
+
+// `indices` as an int64 tensor; InvalidArgument when one is outside [0, size).
+at::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size);
+
+// "target int64 (10 classes)" or "target float32" / "target [3] float32".
+std::string describe_target(TargetKind kind, at::IntArrayRef sample_shape, int64_t num_classes);
+
+// All samples in memory as input [N, ...] and target [N, ...].
+class TensorDataset : public Dataset {
+ public:
+  // `label` is "FORMAT FILE" as describe() starts; input float32 (or int64),
+  // target int64 [N] (kClassIndex, values >= 0) or float32 [N, ...].
+  TensorDataset(std::string label, at::Tensor input, at::Tensor target, TargetKind kind);
+
+  int64_t size() const override { return input_.size(0); }
+  Batch get_batch(const std::vector<int64_t>& indices) const override;
+  std::string describe() const override;
+  int64_t num_classes() const override { return num_classes_; }
+
+ private:
+  std::string label_;
+  at::Tensor input_;
+  at::Tensor target_;
+  TargetKind kind_;
+  int64_t num_classes_ = 0;
+};
+
+// One loader per format; each returns a fully checked dataset.
+std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind);
+std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind);
+std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind);
+std::shared_ptr<Dataset> load_tensors(const DataSource& source, TargetKind kind);
+
+}  // namespace bagua::data
