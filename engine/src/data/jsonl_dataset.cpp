@@ -112,7 +112,8 @@ class JsonlReader {
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       read_record(number, line);
     }
-    if (lines_.empty()) fail(number == 0 ? 1 : number, "no records (the file is empty)");
+    if (lines_.empty()) fail(number == 0 ? 1 : number, number == 0 ? "no records: the file is empty"
+                                                 : "no records: every line is blank");
 
     at::Tensor target = make_target();
     std::string label = "jsonl " + base_name(source_.path);

@@ -12,6 +12,18 @@ namespace {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// "a tensor", "a list", ... for an IValue that is not what was expected.
+std::string kind_of(const c10::IValue& v) {
+  if (v.isTensor()) return "a tensor";
+  if (v.isList()) return "a list";
+  if (v.isGenericDict()) return "a dict";
+  if (v.isTuple()) return "a tuple";
+  if (v.isString()) return "a string";
+  if (v.isInt() || v.isDouble()) return "a number";
+  if (v.isNone()) return "None";
+  return std::string("a ") + v.tagKind();
+}
+
 std::string key_list(const c10::impl::GenericDict& dict) {
   std::string all;
   for (const auto& entry : dict) {
@@ -29,7 +41,7 @@ at::Tensor find_tensor(const c10::impl::GenericDict& dict, const std::string& ke
     if (!entry.key().isString() || entry.key().toStringRef() != key) continue;
     const c10::IValue& value = entry.value();
     if (!value.isTensor())
-      throw DataError(path + ": '" + key + "' is a " + value.tagKind() + ", expected a tensor");
+      throw DataError(path + ": '" + key + "' is " + kind_of(value) + ", expected a tensor");
     at::Tensor t = value.toTensor();
     if (t.dim() == 0)
       throw DataError(path + ": '" + key + "' is a 0-dimensional tensor, expected one record per row [N, ...]");
@@ -47,6 +59,12 @@ at::Tensor find_tensor(const c10::impl::GenericDict& dict, const std::string& ke
 std::shared_ptr<Dataset> load_tensors(const DataSource& source, TargetKind kind) {
   const std::string& path = source.path;
   std::vector<char> bytes = read_file(path);
+  // The legacy format (_use_new_zipfile_serialization=False) is a bare
+  // pickle stream: protocol 2 opcode 0x80 0x02 where the zip's "PK" would be.
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x80 && bytes[1] == 0x02)
+    throw DataError(path + ": a legacy torch.save file (_use_new_zipfile_serialization=False, "
+                    "byte offset 0 holds a pickle header, not a zip archive); save it again "
+                    "with torch.save's default format");
   c10::IValue saved;
   try {
     saved = torch::jit::pickle_load(bytes);
@@ -58,7 +76,7 @@ std::shared_ptr<Dataset> load_tensors(const DataSource& source, TargetKind kind)
   }
   if (!saved.isGenericDict())
     throw DataError(path + ": expected a dict {'" + source.input_key + "': ..., '" +
-                    source.target_key + "': ...}, found a " + saved.tagKind());
+                    source.target_key + "': ...}, found " + kind_of(saved));
   c10::impl::GenericDict dict = saved.toGenericDict();
   at::Tensor input = find_tensor(dict, source.input_key, path);
   at::Tensor target = find_tensor(dict, source.target_key, path);
