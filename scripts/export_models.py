@@ -7,6 +7,11 @@ Run with Debian's python3-torch (only /usr/bin/python3 has it):
 
 It writes (weights from a fixed seed, so only archive metadata differs between runs):
   recipes/models/mlp.pt         784-256-10 MLP for the Fashion-MNIST quickstart
+  recipes/models/cnn.pt         small CNN for Fashion-MNIST as [1, 28, 28] images
+  recipes/models/mlp49.pt       49-64-10 MLP for the CSV example (7x7 thumbnails)
+  recipes/models/tokens.pt      embedding-bag classifier for the JSONL example
+  tests/run/models/bn_cnn.pt    CNN with BatchNorm buffers and a "head" layer (end-to-end tests)
+  tests/run/models/mlp_small.pt 784-32-10 MLP (end-to-end tests)
   tests/recipes/models/tiny.pt  4-3-2 MLP, a small file for the recipe tests
   tests/recipes/data/tiny-tensors.pt  {'input': 4x4, 'target': 4} for the tensors format
 
@@ -36,13 +41,57 @@ class MLP(nn.Module):
         return self.layers(torch.flatten(x, 1))
 
 
+class CNN(nn.Module):
+    """Two conv blocks and a linear head over [N, 1, 28, 28] images."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Linear(32 * 7 * 7, 10)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+class BNCNN(nn.Module):
+    """A small CNN with BatchNorm (running-statistics buffers) for the tests."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, stride=2)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(4 * 13 * 13, 10)
+
+    def forward(self, x):
+        x = x.view(-1, 1, 28, 28)
+        return self.head(torch.flatten(torch.relu(self.bn(self.conv(x))), 1))
+
+
+class TokenClassifier(nn.Module):
+    """Mean of token embeddings (padding id 0 excluded), then a linear layer."""
+
+    def __init__(self, vocab=197, dim=32, classes=10):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim, padding_idx=0)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        mask = (tokens != 0).unsqueeze(-1).to(torch.float32)
+        summed = (self.embed(tokens) * mask).sum(1)
+        count = mask.sum(1).clamp(min=1.0)
+        return self.head(summed / count)
+
+
 def export(model, path):
     torch.manual_seed(0)
-    for p in model.parameters():
-        # Re-initialise under the fixed seed so the file is reproducible.
+    for name, p in model.named_parameters():
+        # Re-initialise under the fixed seed so the file is reproducible
+        # (BatchNorm scales keep their 1s).
         if p.dim() > 1:
             nn.init.kaiming_uniform_(p, a=5 ** 0.5)
-        else:
+        elif name.endswith("bias"):
             nn.init.zeros_(p)
     scripted = torch.jit.script(model)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -54,6 +103,11 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     export(MLP([784, 256, 10]), os.path.join(root, "recipes", "models", "mlp.pt"))
     export(MLP([4, 3, 2]), os.path.join(root, "tests", "recipes", "models", "tiny.pt"))
+    export(CNN(), os.path.join(root, "recipes", "models", "cnn.pt"))
+    export(MLP([49, 64, 10]), os.path.join(root, "recipes", "models", "mlp49.pt"))
+    export(TokenClassifier(), os.path.join(root, "recipes", "models", "tokens.pt"))
+    export(BNCNN(), os.path.join(root, "tests", "run", "models", "bn_cnn.pt"))
+    export(MLP([784, 32, 10]), os.path.join(root, "tests", "run", "models", "mlp_small.pt"))
     torch.manual_seed(0)
     tensors = {"input": torch.rand(4, 4), "target": torch.tensor([0, 1, 1, 0])}
     path = os.path.join(root, "tests", "recipes", "data", "tiny-tensors.pt")

@@ -55,7 +55,7 @@ struct InitOptions {
 // it again is a no-op. A Work that is destroyed without wait() waits.
 class Work {
  public:
-  Work() = default;
+  Work();
   Work(Work&&) noexcept;
   Work& operator=(Work&&) noexcept;
   Work(const Work&) = delete;

@@ -6,6 +6,7 @@
 
 namespace bagua {
 
+Work::Work() = default;
 Work::Work(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& other) noexcept {

@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""One rank of the PyTorch DDP baseline for bench/vs_ddp.py (Debian's
+python3-torch, Gloo). Started per rank with RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT set (Debian's torchrun is broken on its Python 3.11).
+
+Trains the given TorchScript model on Fashion-MNIST exactly as the bagua
+recipe does: DistributedSampler (shuffle, seed 0), batch B per worker, SGD
+lr 0.05 momentum 0.9, cross-entropy; prints one JSON line with the samples/s
+of all workers together over the steps after the warm-up.
+"""
+import gzip
+import json
+import os
+import struct
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def load_idx(images, labels):
+    with gzip.open(images, "rb") as f:
+        _, n, rows, cols = struct.unpack(">IIII", f.read(16))
+        x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).view(n, rows * cols)
+    with gzip.open(labels, "rb") as f:
+        struct.unpack(">II", f.read(8))
+        y = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).to(torch.int64)
+    return x, y
+
+
+def main():
+    model_path, steps, warmup, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    src = "/usr/share/datasets/fashion-mnist/"
+    x, y = load_idx(src + "train-images-idx3-ubyte.gz", src + "train-labels-idx1-ubyte.gz")
+    model = DDP(torch.jit.load(model_path))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    sampler = torch.utils.data.DistributedSampler(range(len(y)), num_replicas=world, rank=rank, shuffle=True, seed=0)
+    sampler.set_epoch(0)
+    indices = list(sampler)
+    start = None
+    for step in range(steps):
+        if step == warmup:
+            dist.barrier()
+            start = time.perf_counter()
+        idx = torch.tensor(indices[(step * batch) % len(indices):][:batch])
+        xb, yb = x[idx].to(torch.float32) / 255.0, y[idx]
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+    dist.barrier()
+    elapsed = time.perf_counter() - start
+    if rank == 0:
+        print(json.dumps({"samples_per_s": (steps - warmup) * batch * world / elapsed}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

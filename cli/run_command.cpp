@@ -1,0 +1,168 @@
+// bagua run: validate a recipe, then either launch its workers on this node
+// (and restart them from the latest checkpoint when asked), or, when this
+// process already is a worker (torchrun/Kubernetes or Slurm variables set),
+// train as that worker.
+#include "command.h"
+
+#include <bagua/errors.h>
+#include <bagua/launch.h>
+#include <bagua/recipe.h>
+#include <bagua/trainer.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+namespace bagua::cli {
+namespace {
+
+struct RunFlags {
+  std::string recipe;
+  std::vector<std::string> overrides;
+  std::optional<int> nproc_per_node, nnodes, node_rank, master_port;
+  std::optional<std::string> master_addr;
+};
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : std::string("bagua");
+}
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// Slurm starts one task per worker: translate its variables to torchrun's.
+void adopt_slurm(const Recipe& recipe) {
+  auto get = [](const char* n) { return std::string(std::getenv(n)); };
+  setenv("RANK", get("SLURM_PROCID").c_str(), 1);
+  setenv("WORLD_SIZE", get("SLURM_NTASKS").c_str(), 1);
+  if (env_set("SLURM_LOCALID")) setenv("LOCAL_RANK", get("SLURM_LOCALID").c_str(), 1);
+  if (env_set("SLURM_NTASKS_PER_NODE")) {
+    setenv("LOCAL_WORLD_SIZE", get("SLURM_NTASKS_PER_NODE").c_str(), 1);
+  } else if (env_set("SLURM_NNODES")) {
+    int per_node = std::atoi(get("SLURM_NTASKS").c_str()) / std::max(1, std::atoi(get("SLURM_NNODES").c_str()));
+    setenv("LOCAL_WORLD_SIZE", std::to_string(per_node).c_str(), 1);
+  }
+  if (env_set("SLURM_NODEID")) setenv("GROUP_RANK", get("SLURM_NODEID").c_str(), 1);
+  if (!env_set("MASTER_ADDR")) setenv("MASTER_ADDR", recipe.distributed.master_addr.c_str(), 1);
+  if (!env_set("MASTER_PORT")) setenv("MASTER_PORT", std::to_string(recipe.distributed.master_port).c_str(), 1);
+}
+
+int run_as_worker(const Recipe& recipe) {
+  TrainOutcome outcome = run_worker(recipe);
+  return outcome.stopped ? kExitInterrupted : kExitOk;
+}
+
+int launch_workers(const Recipe& recipe, const RunFlags& flags) {
+  check_supported(recipe);
+  check_data(recipe);  // bad data fails here, before any worker starts
+  const auto& d = recipe.distributed;
+  LaunchOptions opts;
+  opts.command = {self_exe(), "run", flags.recipe};
+  for (const auto& o : flags.overrides) {
+    opts.command.push_back("--set");
+    opts.command.push_back(o);
+  }
+  opts.nproc_per_node = d.nproc_per_node;
+  opts.nnodes = d.nnodes;
+  opts.node_rank = d.node_rank;
+  opts.master_addr = d.master_addr;
+  // One node and no port asked for on the command line: any free port, so
+  // two runs on one machine never collide on 29500.
+  opts.master_port = (d.nnodes == 1 && !flags.master_port) ? 0 : d.master_port;
+  opts.log_dir = (std::filesystem::path(recipe.output.dir) / "logs").string();
+  opts.echo_rank = 0;
+  opts.prefix_output = false;
+  opts.threads_per_worker = recipe.train.threads.value_or(0);
+  opts.stop_grace = std::chrono::seconds(30);  // time for the final checkpoint
+  opts.extra_env["BAGUA_PROGRESS"] = isatty(STDERR_FILENO) ? "tty" : "plain";
+  if (d.nnodes > 1 && d.node_rank != 0) opts.echo_rank = -1;  // rank 0 lives elsewhere; every local rank shows
+  for (int attempt = 0;; ++attempt) {
+    opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+    LaunchResult result = LocalSupervisor(opts).run();
+    if (result.ok) return kExitOk;
+    if (result.interrupted) {
+      std::cerr << "bagua run: interrupted; the workers wrote a checkpoint, run the same command to resume\n";
+      return kExitInterrupted;
+    }
+    std::cerr << "bagua run: " << result.summary() << "\n";
+    if (attempt >= d.max_restarts) {
+      std::cerr << "bagua run: logs of every rank are in " << opts.log_dir << "\n";
+      return kExitWorkerFailed;
+    }
+    std::cerr << "bagua run: restarting all workers (" << attempt + 1 << " of " << d.max_restarts
+              << ") from the latest checkpoint\n";
+    if (recipe.checkpoint.resume == "never") {
+      opts.command.push_back("--set");
+      opts.command.push_back("checkpoint.resume=auto");
+    }
+  }
+}
+
+const CommandRegistration kRun{
+    "run", "Train from a recipe: launch the workers, or be one",
+    [](CLI::App& sub) -> CommandRunner {
+      auto f = std::make_shared<RunFlags>();
+      sub.add_option("recipe", f->recipe, "Recipe file (YAML)")->required();
+      sub.add_option("--set", f->overrides, "Override a recipe key: key.path=value (value parsed as YAML); repeatable")
+          ->type_name("KEY=VALUE")->allow_extra_args(false);
+      sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers on this node (distributed.nproc_per_node)");
+      sub.add_option("--nnodes", f->nnodes, "Nodes in the job (distributed.nnodes)");
+      sub.add_option("--node-rank", f->node_rank, "This node's index (distributed.node_rank)");
+      sub.add_option("--master-addr", f->master_addr, "Rendezvous host, node 0 (distributed.master_addr)");
+      sub.add_option("--master-port", f->master_port,
+                     "Rendezvous port (distributed.master_port); on one node a free port is used unless given");
+      sub.footer(
+          "Validates the recipe (as `bagua validate` does) and checks its data, then starts\n"
+          "distributed.nproc_per_node workers here. Rank 0's output shows on the terminal; every\n"
+          "rank's goes to OUTPUT/logs/rank-N.log. If RANK and WORLD_SIZE (torchrun, a Kubernetes\n"
+          "PyTorchJob) or SLURM_PROCID and SLURM_NTASKS are set, this process trains as that one\n"
+          "worker instead. Ctrl-C stops every worker after a checkpoint; the same command resumes.\n\n"
+          "Exit status: 0 done, 2 invalid recipe or data, 3 a worker failed (its rank, cause and\n"
+          "last log lines are printed), 130 interrupted, 1 internal failure.\n\n"
+          "Examples:\n"
+          "  bagua run recipes/fashion-mnist-mlp.yaml\n"
+          "  bagua run recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --set train.epochs=1\n"
+          "  # two machines; on each, with its own --node-rank:\n"
+          "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n");
+      return [f]() -> int {
+        std::vector<std::string> overrides = f->overrides;
+        auto flag = [&](const char* key, const std::string& value) {
+          overrides.push_back(std::string("distributed.") + key + "=" + value);
+        };
+        if (f->nproc_per_node) flag("nproc_per_node", std::to_string(*f->nproc_per_node));
+        if (f->nnodes) flag("nnodes", std::to_string(*f->nnodes));
+        if (f->node_rank) flag("node_rank", std::to_string(*f->node_rank));
+        if (f->master_addr) flag("master_addr", "'" + *f->master_addr + "'");
+        if (f->master_port) flag("master_port", std::to_string(*f->master_port));
+        const bool worker = env_set("RANK") && env_set("WORLD_SIZE");
+        const bool slurm = !worker && env_set("SLURM_PROCID") && env_set("SLURM_NTASKS");
+        Recipe recipe;
+        try {
+          RecipeLoadOptions lo;
+          lo.check_files = !worker;  // the launcher checked them
+          recipe = load_recipe(f->recipe, overrides, lo);
+        } catch (const RecipeError& e) {
+          for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
+          size_t n = e.diagnostics().size();
+          std::cerr << f->recipe << ": invalid recipe, " << n << " error" << (n == 1 ? "" : "s") << "\n";
+          return kExitInvalidInput;
+        }
+        if (!worker) {
+          for (const auto& note : recipe.notes) std::cerr << note.to_string() << " (note)\n";
+        }
+        if (slurm) adopt_slurm(recipe);
+        if (worker || slurm) return run_as_worker(recipe);
+        RunFlags resolved = *f;
+        resolved.overrides = overrides;
+        return launch_workers(recipe, resolved);
+      };
+    }};
+
+}  // namespace
+}  // namespace bagua::cli

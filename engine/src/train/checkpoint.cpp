@@ -1,0 +1,198 @@
+#include "train/checkpoint.h"
+
+#include <bagua/errors.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize.h>
+
+#include <fcntl.h>
+#include <mutex>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace bagua::train {
+namespace {
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error("could not write " + path.string());
+}
+
+void fsync_path(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// Checkpoint directories under `dir`, oldest first (only complete ones).
+std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  static const std::regex name("step-([0-9]+)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    std::string base = entry.path().filename().string();
+    if (entry.is_directory() && std::regex_match(base, m, name) && fs::exists(entry.path() / "meta.json")) {
+      out.emplace_back(std::stoll(m[1]), entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+at::Tensor rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
+void set_rng_state(const at::Tensor& state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
+                     const std::vector<std::pair<std::string, at::Tensor>>& parameters,
+                     const std::vector<std::pair<std::string, at::Tensor>>& buffers,
+                     const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                     const ProcessGroupPtr& group, int64_t keep) {
+  const bool leader = group->rank() == 0;
+  const fs::path final_dir = fs::path(dir) / step_name(pos.step);
+  const fs::path tmp = fs::path(dir) / ("." + step_name(pos.step) + ".tmp");
+  if (leader) {
+    fs::remove_all(tmp);
+  }
+  barrier(group);
+  fs::create_directories(tmp);
+  {
+    std::ostringstream out;
+    torch::save(rng_state(), out);
+    write_text(tmp / ("rng-rank-" + std::to_string(get_rank()) + ".pt"), out.str());
+  }
+  if (leader) {
+    torch::serialize::OutputArchive model;
+    for (const auto& [name, t] : parameters) model.write(name, t.detach(), /*is_buffer=*/false);
+    for (const auto& [name, t] : buffers) model.write(name, t.detach(), /*is_buffer=*/true);
+    model.save_to((tmp / "model.pt").string());
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      torch::save(*optimizers[i], (tmp / ("optimizer-" + std::to_string(i) + ".pt")).string());
+    }
+    write_text(tmp / "recipe.resolved.yaml", resolved_recipe_yaml(recipe));
+    nlohmann::json meta = {{"step", pos.step},
+                           {"epoch", pos.epoch},
+                           {"batch_in_epoch", pos.batch_in_epoch},
+                           {"world_size", group->size()},
+                           {"recipe", recipe.name},
+                           {"algorithm", recipe.algorithm.name},
+                           {"algorithm_kwargs", recipe.algorithm.kwargs},
+                           {"optimizers", optimizers.size()}};
+    for (const auto& entry : fs::directory_iterator(tmp)) fsync_path(entry.path());
+    write_text(tmp / "meta.json", meta.dump(2) + "\n");  // last: marks the checkpoint complete
+    fsync_path(tmp / "meta.json");
+  }
+  barrier(group);  // every rank's RNG file is in place
+  if (leader) {
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    fsync_path(dir);
+    auto all = complete_checkpoints(dir);
+    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove_all(all[i].second);
+  }
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& dir) {
+  auto all = complete_checkpoints(dir);
+  if (all.empty()) return std::nullopt;
+  return all.back().second.string();
+}
+
+std::optional<Position> resume_checkpoint(const std::string& dir, const std::string& path,
+                                          const std::vector<std::pair<std::string, at::Tensor>>& parameters,
+                                          const std::vector<std::pair<std::string, at::Tensor>>& buffers,
+                                          const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                                          const ProcessGroupPtr& group, std::string* chosen) {
+  std::string where, meta_text;
+  if (group->rank() == 0) {
+    if (!path.empty()) {
+      where = path;
+    } else if (auto latest = latest_checkpoint(dir)) {
+      where = *latest;
+    }
+    if (!where.empty()) {
+      std::ifstream in(fs::path(where) / "meta.json");
+      std::stringstream s;
+      s << in.rdbuf();
+      meta_text = s.str();
+      if (meta_text.empty()) where = "!" + where;  // tell the others it is unreadable
+    }
+  }
+  broadcast_object(where, 0, group);
+  if (where.empty()) return std::nullopt;
+  if (where[0] == '!') {
+    throw Error("checkpoint " + where.substr(1) + " has no readable meta.json; it is incomplete or not a "
+                "bagua checkpoint", true);
+  }
+  broadcast_object(meta_text, 0, group);
+  auto meta = nlohmann::json::parse(meta_text);
+  int64_t saved_world = meta.at("world_size").get<int64_t>();
+  if (saved_world != group->size()) {
+    throw Error("checkpoint " + where + " was written by " + std::to_string(saved_world) +
+                    " workers and this run has " + std::to_string(group->size()) +
+                    "; the position in the epoch depends on the number of workers, so it cannot be resumed. "
+                    "Run with " + std::to_string(saved_world) +
+                    " workers, or start afresh with --set checkpoint.resume=never (or another output.dir)",
+                true);
+  }
+  if (meta.at("optimizers").get<size_t>() != optimizers.size()) {
+    throw Error("checkpoint " + where + " has state for " + meta.at("optimizers").dump() +
+                    " optimizers, the recipe defines " + std::to_string(optimizers.size()),
+                true);
+  }
+  if (group->rank() == 0) {
+    torch::NoGradGuard no_grad;
+    torch::serialize::InputArchive model;
+    model.load_from((fs::path(where) / "model.pt").string());
+    for (const auto& [name, t] : parameters) {
+      at::Tensor loaded;
+      if (!model.try_read(name, loaded)) {
+        throw Error("checkpoint " + where + " has no parameter '" + name + "' (was it written for another model?)",
+                    true);
+      }
+      t.detach().copy_(loaded);
+    }
+    for (const auto& [name, t] : buffers) {
+      at::Tensor loaded;
+      if (model.try_read(name, loaded, /*is_buffer=*/true)) t.detach().copy_(loaded);
+    }
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      torch::load(*optimizers[i], (fs::path(where) / ("optimizer-" + std::to_string(i) + ".pt")).string());
+    }
+  }
+  fs::path rng = fs::path(where) / ("rng-rank-" + std::to_string(get_rank()) + ".pt");
+  if (fs::exists(rng)) {
+    at::Tensor state;
+    torch::load(state, rng.string());
+    set_rng_state(state);
+  }
+  if (chosen) *chosen = where;
+  return Position{meta.at("step").get<int64_t>(), meta.at("epoch").get<int64_t>(),
+                  meta.at("batch_in_epoch").get<int64_t>()};
+}
+
+}  // namespace bagua::train

@@ -1,0 +1,66 @@
+// What rank 0 tells the user about a run: OUTPUT/metrics.jsonl (one JSON
+// object per logged step or evaluation; the fields are documented in
+// docs/run.md and stable) and progress: a bar with rate and ETA redrawn in
+// place on the terminal, or plain periodic lines on stderr (CI logs).
+//
+// A worker's stderr is a pipe to `bagua run`, which forwards whole lines, so
+// the bar goes straight to /dev/tty when the launcher says its own stderr is
+// a terminal (BAGUA_PROGRESS=tty), or to stderr when that is a terminal.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace bagua::train {
+
+struct StepRecord {
+  int64_t step;        // optimizer steps done
+  int64_t epoch;       // 1-based
+  double loss;         // mean over the ranks and the steps since the last record
+  double lr;           // of the first optimizer
+  double samples_per_s;  // all ranks together, since the last record
+  double time;         // seconds since the run started
+};
+
+struct EvalRecord {
+  int64_t step;
+  int64_t epoch;
+  double eval_loss;
+  std::optional<double> eval_accuracy;  // classification only
+  int64_t eval_samples;
+  double time;
+};
+
+class RunLog {
+ public:
+  // `enabled` is false on every rank but 0: then every call does nothing.
+  RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append);
+  void step(const StepRecord& r);
+  void eval(const EvalRecord& r);
+  // Progress between records (terminal only): redraws the bar.
+  void tick(int64_t step, int64_t epoch);
+  // A line for the user (ends any bar first).
+  void say(const std::string& line);
+  double elapsed() const;
+  ~RunLog();
+  RunLog(const RunLog&) = delete;
+  RunLog& operator=(const RunLog&) = delete;
+
+ private:
+  void draw(int64_t step, int64_t epoch, double rate);
+  bool enabled_;
+  std::FILE* bar_ = nullptr;  // where the bar is drawn; null: plain lines
+  bool own_bar_ = false;      // bar_ is /dev/tty, opened here
+  int64_t total_steps_;
+  std::ofstream metrics_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
+  double last_rate_ = 0;  // steps per second
+  double last_loss_ = 0;
+  bool bar_on_screen_ = false;
+};
+
+}  // namespace bagua::train

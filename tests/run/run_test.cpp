@@ -1,0 +1,290 @@
+// End-to-end tests of `bagua run`: the real binary, real worker processes,
+// the real Fashion-MNIST files and TorchScript models exported by Python.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSource = BAGUA_SOURCE_DIR;
+const std::string kFmnist = "/usr/share/datasets/fashion-mnist/";
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct RunOutcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs `bagua run` with the given arguments (and environment prefix) and
+// collects its exit code and everything it printed.
+RunOutcome bagua_run(const std::string& args, const std::string& env = "") {
+  fs::path out = fs::temp_directory_path() / ("bagua-run-" + std::to_string(getpid()) + ".out");
+  std::string cmd = env + " " + BAGUA_CLI + " run " + args + " > " + out.string() + " 2>&1";
+  int status = std::system(cmd.c_str());
+  RunOutcome r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.output = slurp(out);
+  fs::remove(out);
+  return r;
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("bagua-e2e-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // A small Fashion-MNIST recipe in the test's directory.
+  std::string write_recipe(const std::string& name, const std::string& extra = "",
+                           const std::string& model = "tests/run/models/mlp_small.pt") {
+    fs::path path = dir_ / (name + ".yaml");
+    std::ofstream(path) << "name: " << name << "\n"
+                        << "model: {torchscript: " << kSource << "/" << model << ", loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: idx, images: " << kFmnist << "train-images-idx3-ubyte.gz, labels: "
+                        << kFmnist << "train-labels-idx1-ubyte.gz}\n"
+                        << "  batch_size: 16\n"
+                        << "optimizers: [{type: sgd, lr: 0.05, momentum: 0.9}]\n"
+                        << "distributed: {nproc_per_node: 2}\n"
+                        << "train: {epochs: 1, max_steps: 24, log_every_steps: 4}\n"
+                        << "checkpoint: {every_steps: 8, keep: 2}\n"
+                        << "output: {dir: " << (dir_ / name).string() << "}\n"
+                        << extra;
+    return path.string();
+  }
+
+  fs::path dir_;
+};
+
+std::vector<at::Tensor> model_parameters(const fs::path& model_pt) {
+  torch::jit::Module m = torch::jit::load(model_pt.string());
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
+  return m;
+}
+
+std::vector<nlohmann::json> metrics(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST_F(RunTest, TwoWorkersTrainLogCheckpointAndAgree) {
+  std::string recipe = write_recipe("basic",
+                                    "  # eval on the test set\n");
+  // An eval set, added with --set to exercise overrides as well.
+  RunOutcome r = bagua_run(recipe + " --set 'data.eval={format: idx, images: " + kFmnist +
+                    "t10k-images-idx3-ubyte.gz, labels: " + kFmnist + "t10k-labels-idx1-ubyte.gz}'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path out = dir_ / "basic";
+  EXPECT_TRUE(fs::exists(out / "model.pt"));
+  EXPECT_TRUE(fs::exists(out / "recipe.resolved.yaml"));
+  EXPECT_TRUE(fs::exists(out / "logs" / "rank-0.log"));
+  EXPECT_TRUE(fs::exists(out / "logs" / "rank-1.log"));
+  EXPECT_NE(r.output.find("final weights identical on all 2 workers"), std::string::npos) << r.output;
+  auto records = metrics(out / "metrics.jsonl");
+  int steps = 0, evals = 0;
+  for (const auto& j : records) {
+    if (j.contains("loss")) {
+      ++steps;
+      for (const char* k : {"step", "epoch", "loss", "lr", "samples_per_s", "time"}) EXPECT_TRUE(j.contains(k)) << j;
+    }
+    if (j.contains("eval_loss")) {
+      ++evals;
+      EXPECT_TRUE(j.contains("eval_accuracy")) << j;
+      EXPECT_EQ(j["eval_samples"], 10000) << "eval covers the whole set once, across both ranks";
+    }
+  }
+  EXPECT_EQ(steps, 6) << "24 steps logged every 4";
+  EXPECT_EQ(evals, 1) << "max_steps ends the run inside the epoch: one final evaluation";
+  // keep: 2 newest checkpoints (final one included).
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(out / "checkpoints")) checkpoints += e.path().filename().string()[0] != '.';
+  EXPECT_EQ(checkpoints, 2);
+  auto params = model_parameters(out / "model.pt");
+  EXPECT_EQ(params.size(), 4u);
+}
+
+TEST_F(RunTest, TwoWorkersAtBatchBEqualOneWorkerAtBatch2B) {
+  std::string recipe = write_recipe("eq");
+  RunOutcome two = bagua_run(recipe + " --set output.dir=" + (dir_ / "two").string());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  RunOutcome one = bagua_run(recipe + " --nproc-per-node 1 --set data.batch_size=32 --set output.dir=" +
+                      (dir_ / "one").string());
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  double diff = max_abs_diff(model_parameters(dir_ / "two" / "model.pt"), model_parameters(dir_ / "one" / "model.pt"));
+  EXPECT_LT(diff, 1e-5);
+  // And training did something: the weights moved from the exported ones.
+  EXPECT_GT(max_abs_diff(model_parameters(dir_ / "one" / "model.pt"),
+                         model_parameters(kSource + "/tests/run/models/mlp_small.pt")),
+            1e-3);
+}
+
+TEST_F(RunTest, ACrashedRankIsReportedAndTheResumedRunEqualsAnUninterruptedOne) {
+  std::string recipe = write_recipe("resume");
+  RunOutcome clean = bagua_run(recipe + " --set output.dir=" + (dir_ / "clean").string());
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+
+  auto t0 = std::chrono::steady_clock::now();
+  RunOutcome crashed = bagua_run(recipe, "BAGUA_FAULT_AT_STEP=1:13");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(crashed.exit_code, 3) << crashed.output;
+  EXPECT_NE(crashed.output.find("rank 1 (local rank 1) failed with signal 9 (SIGKILL)"), std::string::npos)
+      << crashed.output;
+  EXPECT_NE(crashed.output.find("BAGUA_FAULT_AT_STEP: rank 1 kills itself at step 13"), std::string::npos)
+      << "the report shows the last lines of the failed rank's log:\n" << crashed.output;
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_FALSE(fs::exists(dir_ / "resume" / "model.pt"));
+
+  RunOutcome resumed = bagua_run(recipe);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("at step 8"), std::string::npos) << resumed.output;
+  double diff = max_abs_diff(model_parameters(dir_ / "resume" / "model.pt"),
+                             model_parameters(dir_ / "clean" / "model.pt"));
+  EXPECT_EQ(diff, 0.0) << "a resumed run must end with exactly the uninterrupted run's weights";
+}
+
+TEST_F(RunTest, MaxRestartsRestartsTheGroupFromTheLatestCheckpoint) {
+  std::string recipe = write_recipe("restart", "");
+  RunOutcome r = bagua_run(recipe + " --set distributed.max_restarts=1", "BAGUA_FAULT_AT_STEP=0:10");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("restarting all workers (1 of 1)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "restart" / "model.pt"));
+}
+
+TEST_F(RunTest, WorldSizeMismatchOnResumeIsRefusedClearly) {
+  std::string recipe = write_recipe("ws");
+  ASSERT_EQ(bagua_run(recipe + " --set train.max_steps=8").exit_code, 0);
+  RunOutcome r = bagua_run(recipe + " --nproc-per-node 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("was written by 2 workers and this run has 1"), std::string::npos) << r.output;
+}
+
+TEST_F(RunTest, PythonExportedCnnWithBatchNormAndAnIgnoredParameterTrainsAndLoadsInPython) {
+  std::string recipe = write_recipe("bn", "", "tests/run/models/bn_cnn.pt");
+  RunOutcome r = bagua_run(recipe + " --set 'model.ignore_params=[head.bias]' --set train.max_steps=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path model = dir_ / "bn" / "model.pt";
+  std::string py = "/usr/bin/python3 -c \"import torch; m = torch.jit.load('" + model.string() +
+                   "'); m.eval(); y = m(torch.zeros(3, 784)); "
+                   "print('shape', tuple(y.shape)); print('bn_mean_moved', bool(m.bn.running_mean.abs().sum() > 0))\"";
+  FILE* p = popen(py.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512];
+  std::string text;
+  while (fgets(buf, sizeof(buf), p)) text += buf;
+  EXPECT_EQ(pclose(p), 0) << text;
+  EXPECT_NE(text.find("shape (3, 10)"), std::string::npos) << text;
+  EXPECT_NE(text.find("bn_mean_moved True"), std::string::npos) << text;
+}
+
+TEST_F(RunTest, RunsAsASingleWorkerWhenTorchrunVariablesAreSet) {
+  std::string recipe = write_recipe("worker");
+  int port = 20000 + getpid() % 20000;
+  std::vector<std::thread> ranks;
+  RunOutcome results[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
+                        " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                        " OMP_NUM_THREADS=1";
+      fs::path out = dir_ / ("rank" + std::to_string(rank) + ".out");
+      int status = std::system((env + " " + BAGUA_CLI + " run " + recipe + " > " + out.string() + " 2>&1").c_str());
+      results[rank].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      results[rank].output = slurp(out);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("2 workers"), std::string::npos) << results[0].output;
+  EXPECT_TRUE(fs::exists(dir_ / "worker" / "model.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "worker" / "logs")) << "no launcher: no per-rank logs";
+}
+
+TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {
+  std::string recipe = write_recipe("stop");
+  fs::path out = dir_ / "stop.out";
+  std::string cmd = std::string(BAGUA_CLI) + " run " + recipe +
+                    " --set train.max_steps=100000 --set train.log_every_steps=2 > " + out.string() + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until training has logged a few steps, then ask it to stop.
+  fs::path metrics_file = dir_ / "stop" / "metrics.jsonl";
+  for (int i = 0; i < 600 && metrics(metrics_file).size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(metrics(metrics_file).size(), 3u) << slurp(out);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string text = slurp(out);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 130) << text;
+  EXPECT_NE(text.find("stopped by a signal at step"), std::string::npos) << text;
+  auto records = metrics(metrics_file);
+  int64_t logged = records.back()["step"];
+  RunOutcome resumed = bagua_run(recipe + " --set train.max_steps=" + std::to_string(logged + 6) +
+                          " --set train.log_every_steps=2");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+}
+
+// Bad data fails in the launcher, before any worker starts, naming file and place.
+TEST_F(RunTest, BadDataIsReportedBeforeAnyWorkerStarts) {
+  fs::path csv = dir_ / "ragged.csv";
+  std::ofstream(csv) << "a,b,label\n1,2,0\n3,4\n5,6,1\n";
+  std::string recipe = write_recipe("bad");
+  RunOutcome r = bagua_run(recipe + " --set 'data.train={format: csv, path: " + csv.string() + ", target_column: label}'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("ragged.csv:3"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "logs")) << "no worker may have started";
+}
+
+TEST_F(RunTest, UnsupportedFeaturesAreRefusedUpFront) {
+  std::string recipe = write_recipe("unsupported");
+  RunOutcome r = bagua_run(recipe + " --set algorithm.name=bytegrad");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("algorithm 'bytegrad' is not implemented"), std::string::npos) << r.output;
+}
+
+}  // namespace
