@@ -269,6 +269,18 @@ TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
 }
 
+// The README's main job: the quickstart recipe as shipped reaches at least
+// 85% test accuracy within its default epochs.
+TEST_F(RunTest, QuickstartRecipeReaches85PercentTestAccuracy) {
+  RunOutcome r = bagua_run(kSource + "/recipes/fashion-mnist-mlp.yaml --set output.dir=" + (dir_ / "quick").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double accuracy = -1;
+  for (const auto& j : metrics(dir_ / "quick" / "metrics.jsonl")) {
+    if (j.contains("eval_accuracy")) accuracy = j["eval_accuracy"];
+  }
+  EXPECT_GE(accuracy, 0.85) << r.output;
+}
+
 // Bad data fails in the launcher, before any worker starts, naming file and place.
 TEST_F(RunTest, BadDataIsReportedBeforeAnyWorkerStarts) {
   fs::path csv = dir_ / "ragged.csv";
