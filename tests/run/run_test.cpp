@@ -1,5 +1,7 @@
 // End-to-end tests of `bagua run`: the real binary, real worker processes,
 // the real Fashion-MNIST files and TorchScript models exported by Python.
+#include <bagua/launch.h>
+
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -217,7 +219,7 @@ TEST_F(RunTest, PythonExportedCnnWithBatchNormAndAnIgnoredParameterTrainsAndLoad
 
 TEST_F(RunTest, RunsAsASingleWorkerWhenTorchrunVariablesAreSet) {
   std::string recipe = write_recipe("worker");
-  int port = 20000 + getpid() % 20000;
+  int port = bagua::find_free_port();
   std::vector<std::thread> ranks;
   RunOutcome results[2];
   for (int rank = 0; rank < 2; ++rank) {
@@ -237,6 +239,30 @@ TEST_F(RunTest, RunsAsASingleWorkerWhenTorchrunVariablesAreSet) {
   EXPECT_NE(results[0].output.find("2 workers"), std::string::npos) << results[0].output;
   EXPECT_TRUE(fs::exists(dir_ / "worker" / "model.pt"));
   EXPECT_FALSE(fs::exists(dir_ / "worker" / "logs")) << "no launcher: no per-rank logs";
+}
+
+TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {
+  std::string recipe = write_recipe("slurm");
+  int port = bagua::find_free_port();
+  std::vector<std::thread> tasks;
+  RunOutcome results[2];
+  for (int task = 0; task < 2; ++task) {
+    tasks.emplace_back([&, task] {
+      std::string env = "env -u RANK -u WORLD_SIZE SLURM_PROCID=" + std::to_string(task) +
+                        " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(task) +
+                        " SLURM_NODEID=0 SLURM_NNODES=1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1";
+      fs::path out = dir_ / ("task" + std::to_string(task) + ".out");
+      int status = std::system((env + " " + BAGUA_CLI + " run " + recipe + " > " + out.string() + " 2>&1").c_str());
+      results[task].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      results[task].output = slurp(out);
+    });
+  }
+  for (auto& t : tasks) t.join();
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("final weights identical on all 2 workers"), std::string::npos)
+      << results[0].output;
+  EXPECT_TRUE(fs::exists(dir_ / "slurm" / "model.pt"));
 }
 
 TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {
