@@ -1,8 +1,10 @@
 // Step time of GradientAllReduce with communication overlapped with backward
 // versus the same buckets communicated only after backward, in one run.
 //
-//   build/cli/bagua launch --nproc-per-node 2 --no-prefix --echo-rank 0 -- build/bench/overlap_bench
+//   build/cli/bagua launch --nproc-per-node 2 --no-prefix --echo-rank 0 -- build/bench/overlap_bench [MiB...]
+//   sudo bash bench/slow_link.sh 2gbit          (the same over an emulated slow link)
 //
+// Arguments: bucket sizes in MiB to measure (default: 10 2).
 // Model: MLP 784-1024-1024-1024-10 (2.9 M parameters, 11.6 MB of float32
 // gradients), batch 64 per worker, SGD. For each bucket size, the two modes
 // alternate in rounds of 10 steps after 3 warm-up steps; rank 0 prints the
@@ -16,6 +18,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 namespace {
 
@@ -26,7 +30,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   bagua::init_process_group();
   const int rank = bagua::get_rank();
   torch::manual_seed(0);
@@ -41,7 +45,10 @@ int main() {
                 bagua::get_world_size());
     std::printf("%12s %14s %14s %10s\n", "bucket", "overlap s/step", "after s/step", "speedup");
   }
-  for (int64_t bucket_mib : {10, 2}) {
+  std::vector<int64_t> bucket_sizes;
+  for (int i = 1; i < argc; ++i) bucket_sizes.push_back(std::atoll(argv[i]));
+  if (bucket_sizes.empty()) bucket_sizes = {10, 2};
+  for (int64_t bucket_mib : bucket_sizes) {
     std::vector<double> times[2];
     for (int round = 0; round < 7; ++round) {
       for (int mode = 0; mode < 2; ++mode) {
