@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 namespace bagua::cli {
 namespace {
@@ -36,17 +37,38 @@ bool env_set(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
+// Tasks on this node, from SLURM_TASKS_PER_NODE ("3,2" or "2(x3),1", one
+// entry per node in node order) and SLURM_NODEID; else SLURM_NTASKS_PER_NODE.
+std::optional<int> slurm_tasks_on_this_node() {
+  const char* layout = std::getenv("SLURM_TASKS_PER_NODE");
+  const char* node = std::getenv("SLURM_NODEID");
+  if (layout && *layout && node && *node) {
+    int want = std::atoi(node), index = 0;
+    std::string text = layout;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t comma = text.find(',', pos);
+      std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      int count = std::atoi(item.c_str()), repeat = 1;
+      if (auto x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
+      if (want < index + repeat) return count;
+      index += repeat;
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  if (env_set("SLURM_NTASKS_PER_NODE")) return std::atoi(std::getenv("SLURM_NTASKS_PER_NODE"));
+  return std::nullopt;
+}
+
 // Slurm starts one task per worker: translate its variables to torchrun's.
 void adopt_slurm(const Recipe& recipe) {
   auto get = [](const char* n) { return std::string(std::getenv(n)); };
   setenv("RANK", get("SLURM_PROCID").c_str(), 1);
   setenv("WORLD_SIZE", get("SLURM_NTASKS").c_str(), 1);
   if (env_set("SLURM_LOCALID")) setenv("LOCAL_RANK", get("SLURM_LOCALID").c_str(), 1);
-  if (env_set("SLURM_NTASKS_PER_NODE")) {
-    setenv("LOCAL_WORLD_SIZE", get("SLURM_NTASKS_PER_NODE").c_str(), 1);
-  } else if (env_set("SLURM_NNODES")) {
-    int per_node = std::atoi(get("SLURM_NTASKS").c_str()) / std::max(1, std::atoi(get("SLURM_NNODES").c_str()));
-    setenv("LOCAL_WORLD_SIZE", std::to_string(per_node).c_str(), 1);
+  if (auto here = slurm_tasks_on_this_node()) {
+    setenv("LOCAL_WORLD_SIZE", std::to_string(*here).c_str(), 1);
   }
   if (env_set("SLURM_NODEID")) setenv("GROUP_RANK", get("SLURM_NODEID").c_str(), 1);
   if (!env_set("MASTER_ADDR")) setenv("MASTER_ADDR", recipe.distributed.master_addr.c_str(), 1);
@@ -86,8 +108,13 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
     opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
     LaunchResult result = LocalSupervisor(opts).run();
     if (result.ok) return kExitOk;
-    if (result.interrupted) {
-      std::cerr << "bagua run: interrupted; the workers wrote a checkpoint, run the same command to resume\n";
+    // Workers exit 130 after stopping at an agreed step with a checkpoint:
+    // a signal reached this node or, in a multi-node run, another one.
+    const bool stopped_by_agreement = result.first_failure && !result.first_failure->signaled &&
+                                      result.first_failure->status == kExitInterrupted;
+    if (result.interrupted || stopped_by_agreement) {
+      std::cerr << "bagua run: interrupted; run the same command to resume from the latest checkpoint"
+                << (stopped_by_agreement ? "" : " (if the workers finished writing one within 30 s)") << "\n";
       return kExitInterrupted;
     }
     std::cerr << "bagua run: " << result.summary() << "\n";
@@ -97,7 +124,8 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
     }
     std::cerr << "bagua run: restarting all workers (" << attempt + 1 << " of " << d.max_restarts
               << ") from the latest checkpoint\n";
-    if (recipe.checkpoint.resume == "never") {
+    if (recipe.checkpoint.resume != "auto" && attempt == 0) {
+      // never, or a fixed path: a restart continues from this run's newest checkpoint.
       opts.command.push_back("--set");
       opts.command.push_back("checkpoint.resume=auto");
     }

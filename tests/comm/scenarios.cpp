@@ -266,6 +266,29 @@ int scenario_groups() {
     c.expect_throws<bagua::InvalidArgument>([&] { bagua::allreduce(y, ReduceOp::SUM, odd); },
                                             "not a member", "collective on a group we are not in");
   }
+  // Node leaders: the first member of each node, in group order.
+  std::vector<int> leaders_want;
+  for (int r = 0; r < world; ++r) {
+    if (r % local_size == 0) leaders_want.push_back(r);
+  }
+  auto leaders = group->node_leaders_group();
+  c.expect(leaders->is_member() == (local == 0), "only node leaders are in the leaders group");
+  if (leaders->is_member()) c.expect(leaders->ranks() == leaders_want, "leaders group members");
+  // Hierarchical sum on a group whose node leaders have different local
+  // ranks ({1, 2} on two nodes of two): reduce in the node, allreduce among
+  // the leaders, broadcast in the node.
+  if (world >= 3) {
+    auto pair = bagua::new_group({1, 2});
+    if (pair->is_member()) {
+      at::Tensor v = input_of(rank, at::kDouble);
+      auto in_node = pair->intra_node_group();
+      bagua::reduce(v, 0, ReduceOp::SUM, in_node);
+      if (in_node->rank() == 0) bagua::allreduce(v, ReduceOp::SUM, pair->node_leaders_group());
+      bagua::broadcast(v, 0, in_node);
+      c.expect_equal(v, input_of(1, at::kDouble) + input_of(2, at::kDouble),
+                     "hierarchical sum over a sub-group through its node leaders");
+    }
+  }
   c.expect_throws<bagua::InvalidArgument>([&] { bagua::new_group({0, 0}); }, "listed twice",
                                           "new_group with a duplicate rank");
   c.expect_throws<bagua::InvalidArgument>([&] { bagua::new_group({world}); }, "outside",

@@ -199,6 +199,18 @@ TEST_F(RunTest, WorldSizeMismatchOnResumeIsRefusedClearly) {
   EXPECT_NE(r.output.find("was written by 2 workers and this run has 1"), std::string::npos) << r.output;
 }
 
+TEST_F(RunTest, ResumeNeverStartsAfreshWithoutMixingCheckpoints) {
+  std::string recipe = write_recipe("never");
+  ASSERT_EQ(bagua_run(recipe).exit_code, 0);  // leaves step-16 and step-24 (keep 2)
+  RunOutcome r = bagua_run(recipe + " --set checkpoint.resume=never --set train.max_steps=8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("moved the earlier run's checkpoints to"), std::string::npos) << r.output;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_ / "never" / "checkpoints")) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"step-00000008"}) << "only the new run's checkpoint";
+}
+
 TEST_F(RunTest, PythonExportedCnnWithBatchNormAndAnIgnoredParameterTrainsAndLoadsInPython) {
   std::string recipe = write_recipe("bn", "", "tests/run/models/bn_cnn.pt");
   RunOutcome r = bagua_run(recipe + " --set 'model.ignore_params=[head.bias]' --set train.max_steps=10");

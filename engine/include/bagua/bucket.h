@@ -27,6 +27,7 @@ struct BaguaTensor {
   std::function<at::Tensor()> get;       // the current tensor (may be undefined)
   std::function<void(const at::Tensor&)> set;  // make this the tensor (a view into the bucket)
   at::ScalarType dtype;
+  at::Device device = at::kCPU;          // where the bucket's buffer lives
   std::vector<int64_t> shape;
   int64_t numel() const;
 };
@@ -38,6 +39,7 @@ class Bucket {
   const std::string& name() const { return name_; }
   const std::vector<BaguaTensor>& tensors() const { return tensors_; }
   at::ScalarType dtype() const { return dtype_; }
+  at::Device device() const { return device_; }
   bool flattened() const { return flatten_; }
   // Elements of the registered tensors, and with padding for the alignment.
   int64_t numel() const { return numel_; }
@@ -70,6 +72,7 @@ class Bucket {
   std::vector<bool> ready_;
   size_t ready_count_ = 0;
   at::ScalarType dtype_;
+  at::Device device_ = at::kCPU;
   bool flatten_;
   int64_t numel_ = 0;
   int64_t padded_numel_ = 0;
@@ -86,7 +89,7 @@ struct BucketOptions {
   bool flatten = true;
 };
 
-// Splits `tensors` (kept in order) into buckets, one dtype per bucket.
+// Splits `tensors` (kept in order) into buckets, one dtype and device per bucket.
 std::vector<std::shared_ptr<Bucket>> make_buckets(const std::vector<BaguaTensor>& tensors,
                                                   const BucketOptions& options);
 

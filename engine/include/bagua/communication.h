@@ -95,6 +95,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // the group, like intra_node_group().
   std::shared_ptr<ProcessGroup> inter_node_group();
 
+  // The first member (in group order) of each node's members of this group,
+  // in group order: the ranks that talk across nodes in hierarchical
+  // algorithms. Created with the group; on other ranks a non-member group.
+  std::shared_ptr<ProcessGroup> node_leaders_group();
+
   // A new group with the same members, in the same order, over its own
   // connections (and its own sub-groups), so its traffic never interleaves
   // with this group's. Collective over the members: every member calls it,
@@ -102,7 +107,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<ProcessGroup> duplicate();
 
   // Turns the cross-rank check of each collective's arguments on or off for
-  // this group (all members must agree). Off saves one small collective per
+  // this group and the sub-groups made from it (all members must agree). Off saves one small collective per
   // call; use it on hot paths whose arguments are identical by construction.
   void set_verify_collectives(bool on);
   bool verify_collectives() const;

@@ -118,6 +118,7 @@ class BaguaModule {
   void zero_grad();
 
   // Receives every TraceEvent (from autograd and communication threads).
+  // Set it before training, not while a backward pass runs.
   void set_trace(std::function<void(const TraceEvent&)> trace);
 
   // --- For algorithms ---

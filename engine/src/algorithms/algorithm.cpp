@@ -19,6 +19,7 @@ std::vector<BaguaTensor> AlgorithmImpl::init_tensors(BaguaModule& module) {
     t.get = [param] { return param.grad(); };
     t.set = [param](const at::Tensor& g) mutable { param.mutable_grad() = g; };
     t.dtype = param.scalar_type();
+    t.device = param.device();
     t.shape = param.sizes().vec();
     tensors.push_back(std::move(t));
   }

@@ -23,10 +23,10 @@ class GradientAllReduceImpl : public AlgorithmImpl {
       allreduce(flat, average_ ? ReduceOp::AVG : ReduceOp::SUM, comm_);
     } else {
       auto intra = comm_->intra_node_group();
-      auto inter = comm_->inter_node_group();
+      auto leaders = comm_->node_leaders_group();
       reduce(flat, 0, ReduceOp::SUM, intra);
-      if (intra->rank() == 0) {
-        allreduce(flat, ReduceOp::SUM, inter);
+      if (intra->rank() == 0) {  // this rank is its node's leader
+        allreduce(flat, ReduceOp::SUM, leaders);
         if (average_) flat.div_(comm_->size());
       }
       broadcast(flat, 0, intra);

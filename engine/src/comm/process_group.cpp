@@ -154,7 +154,37 @@ std::shared_ptr<ProcessGroup> sub_group(ProcessGroup& group, bool intra) {
   return slot;
 }
 
+// The node leaders of `group` (see node_leaders_group()).
+std::shared_ptr<ProcessGroup> leaders_group(ProcessGroup& group) {
+  auto& impl = group.impl();
+  if (impl.rank < 0) throw InvalidArgument("this process is not a member of " + impl.describe());
+  std::lock_guard<std::mutex> lock(impl.sub_mutex);
+  if (impl.leaders_is_self) return group.shared_from_this();
+  if (impl.leaders) return impl.leaders;
+  const World& w = *impl.world;
+  std::vector<int> leaders;
+  std::set<int> nodes;
+  for (int r : impl.ranks) {
+    if (nodes.insert(w.node_of[r]).second) leaders.push_back(r);
+  }
+  if (leaders == impl.ranks) {
+    impl.leaders_is_self = true;
+    return group.shared_from_this();
+  }
+  impl.leaders = make_group(impl.world, leaders, impl.prefix + "leaders/");
+  impl.leaders->set_verify_collectives(impl.verify.load());
+  return impl.leaders;
+}
+
 }  // namespace
+
+// Creates the sub-groups of a new group, in the same order on every member.
+void make_sub_groups(ProcessGroup& group) {
+  if (!group.is_member()) return;
+  group.intra_node_group();
+  group.inter_node_group();
+  group.node_leaders_group();
+}
 
 std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
                                          const std::vector<int>& ranks,
@@ -197,7 +227,13 @@ int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return static_cast<int>(impl_->ranks.size()); }
 const std::vector<int>& ProcessGroup::ranks() const { return impl_->ranks; }
 std::string ProcessGroup::backend() const { return impl_->world->backend; }
-void ProcessGroup::set_verify_collectives(bool on) { impl_->verify = on; }
+void ProcessGroup::set_verify_collectives(bool on) {
+  impl_->verify = on;
+  std::lock_guard<std::mutex> lock(impl_->sub_mutex);
+  for (auto* sub : {&impl_->intra, &impl_->inter, &impl_->leaders}) {
+    if (*sub) (*sub)->set_verify_collectives(on);
+  }
+}
 bool ProcessGroup::verify_collectives() const { return impl_->verify; }
 std::shared_ptr<ProcessGroup> ProcessGroup::duplicate() {
   int n;
@@ -207,14 +243,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::duplicate() {
   }
   auto copy = comm::make_group(impl_->world, impl_->ranks, impl_->prefix + "dup" + std::to_string(n) + "/");
   copy->set_verify_collectives(impl_->verify.load());
-  if (copy->is_member()) {
-    copy->intra_node_group();
-    copy->inter_node_group();
-  }
+  comm::make_sub_groups(*copy);
   return copy;
 }
 std::shared_ptr<ProcessGroup> ProcessGroup::intra_node_group() { return comm::sub_group(*this, true); }
 std::shared_ptr<ProcessGroup> ProcessGroup::inter_node_group() { return comm::sub_group(*this, false); }
+std::shared_ptr<ProcessGroup> ProcessGroup::node_leaders_group() { return comm::leaders_group(*this); }
 
 // ---------------------------------------------------------------- init
 
@@ -299,8 +333,7 @@ void init_process_group(const InitOptions& options) {
   comm::gather_layout(*world, *group->impl().backend);
   // Sub-groups are created now, in the same order on every rank, so that
   // their connection set-up can never interleave with other collectives.
-  group->intra_node_group();
-  group->inter_node_group();
+  comm::make_sub_groups(*group);
   g.world = world;
   g.default_group = group;
 }
@@ -387,10 +420,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks) {
     }
   }
   auto group = comm::make_group(world, ranks, prefix);
-  if (group->is_member()) {
-    group->intra_node_group();
-    group->inter_node_group();
-  }
+  comm::make_sub_groups(*group);
   return group;
 }
 

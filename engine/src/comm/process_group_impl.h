@@ -51,8 +51,10 @@ struct ProcessGroup::Impl {
   std::mutex sub_mutex;
   std::shared_ptr<ProcessGroup> intra;  // null: not created yet
   std::shared_ptr<ProcessGroup> inter;
+  std::shared_ptr<ProcessGroup> leaders;
   bool intra_is_self = false;
   bool inter_is_self = false;
+  bool leaders_is_self = false;
 
   // "group [0, 1, 2] (rank 1 of 3)" for messages.
   std::string describe() const;
@@ -64,6 +66,9 @@ namespace comm {
 std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
                                          const std::vector<int>& ranks,
                                          const std::string& prefix);
+// Creates the intra-node, inter-node and node-leader sub-groups of `group`
+// (a no-op for non-members); every member calls it at the same point.
+void make_sub_groups(ProcessGroup& group);
 }  // namespace comm
 
 }  // namespace bagua

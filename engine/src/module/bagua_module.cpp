@@ -178,6 +178,12 @@ void BaguaModule::switch_algorithm(AlgorithmPtr algorithm) {
 }
 
 void BaguaModule::pre_forward() {
+  {
+    // A backward pass that failed inside autograd never ran its end-of-
+    // backward callback; start the next iteration clean.
+    std::lock_guard<std::mutex> lock(internals_->mutex);
+    internals_->in_backward = false;
+  }
   if (impl_->need_reset(*this)) {
     wait_for_buckets();
     remove_hooks();

@@ -34,15 +34,17 @@ Bucket::Bucket(std::string name, std::vector<BaguaTensor> tensors, bool flatten,
     : name_(std::move(name)), tensors_(std::move(tensors)), flatten_(flatten) {
   if (tensors_.empty()) throw InvalidArgument("bucket " + name_ + " has no tensors");
   dtype_ = tensors_.front().dtype;
+  device_ = tensors_.front().device;
   for (const auto& t : tensors_) {
     if (t.dtype != dtype_) throw InvalidArgument("bucket " + name_ + " mixes dtypes (" + t.name + ")");
+    if (t.device != device_) throw InvalidArgument("bucket " + name_ + " mixes devices (" + t.name + ")");
     offsets_.push_back(numel_);
     numel_ += t.numel();
   }
   alignment = std::max<int64_t>(1, alignment);
   padded_numel_ = (numel_ + alignment - 1) / alignment * alignment;
   ready_.assign(tensors_.size(), false);
-  if (flatten_) buffer_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_));
+  if (flatten_) buffer_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
 }
 
 int64_t Bucket::bytes() const { return padded_numel_ * static_cast<int64_t>(c10::elementSize(dtype_)); }
@@ -69,7 +71,7 @@ at::Tensor Bucket::flat() {
     return buffer_;
   }
   at::NoGradGuard no_grad;
-  at::Tensor out = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_));
+  at::Tensor out = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
   for (size_t i = 0; i < tensors_.size(); ++i) {
     at::Tensor current = tensors_[i].get();
     if (current.defined()) out.narrow(0, offsets_[i], tensors_[i].numel()).copy_(current.reshape({-1}));
@@ -119,12 +121,12 @@ std::vector<std::shared_ptr<Bucket>> make_buckets(const std::vector<BaguaTensor>
     int64_t bytes = 0;
     size_t first = 0;
   };
-  std::map<at::ScalarType, Open> open;
+  std::map<std::pair<at::ScalarType, std::string>, Open> open;
   std::vector<std::pair<size_t, std::vector<BaguaTensor>>> closed;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     int64_t bytes = t.numel() * static_cast<int64_t>(c10::elementSize(t.dtype));
-    Open& o = open[t.dtype];
+    Open& o = open[{t.dtype, t.device.str()}];
     if (!o.tensors.empty() && o.bytes + bytes > options.bucket_bytes) {
       closed.emplace_back(o.first, std::move(o.tensors));
       o = Open{};

@@ -114,6 +114,11 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
     auto all = complete_checkpoints(dir);
     for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove_all(all[i].second);
   }
+  barrier(group);  // renamed: on machines without rank 0's filesystem, drop the local leftovers
+  if (!leader && get_local_rank() == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  }
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {

@@ -25,8 +25,8 @@ std::string duration(double seconds) {
 }
 }  // namespace
 
-RunLog::RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append)
-    : enabled_(enabled), total_steps_(total_steps), start_(std::chrono::steady_clock::now()),
+RunLog::RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step)
+    : enabled_(enabled), total_steps_(total_steps), start_step_(start_step), start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
   if (!enabled_) return;
   metrics_.open(metrics_path, append ? std::ios::app : std::ios::trunc);
@@ -55,7 +55,7 @@ void RunLog::step(const StepRecord& r) {
   metrics_ << j.dump() << "\n";
   metrics_.flush();
   last_loss_ = r.loss;
-  double steps_per_s = r.time > 0 ? static_cast<double>(r.step) / r.time : 0;
+  double steps_per_s = r.time > 0 ? static_cast<double>(r.step - start_step_) / r.time : 0;
   last_rate_ = steps_per_s;
   if (bar_) {
     draw(r.step, r.epoch, r.samples_per_s);
@@ -95,7 +95,7 @@ void RunLog::tick(int64_t step, int64_t epoch) {
   auto now = std::chrono::steady_clock::now();
   if (now - last_draw_ < std::chrono::milliseconds(200)) return;
   double t = elapsed();
-  last_rate_ = t > 0 ? static_cast<double>(step) / t : 0;
+  last_rate_ = t > 0 ? static_cast<double>(step - start_step_) / t : 0;
   draw(step, epoch, -1);
 }
 

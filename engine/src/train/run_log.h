@@ -37,7 +37,9 @@ struct EvalRecord {
 class RunLog {
  public:
   // `enabled` is false on every rank but 0: then every call does nothing.
-  RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append);
+  // `start_step`: the step this run starts at (after a resume), so rates and
+  // ETAs count only the steps done here.
+  RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
   // Progress between records (terminal only): redraws the bar.
@@ -55,6 +57,7 @@ class RunLog {
   std::FILE* bar_ = nullptr;  // where the bar is drawn; null: plain lines
   bool own_bar_ = false;      // bar_ is /dev/tty, opened here
   int64_t total_steps_;
+  int64_t start_step_;
   std::ofstream metrics_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -117,6 +118,9 @@ void check_supported(const Recipe& recipe) {
     unsupported("data.sampler.type", "the load_balancing sampler");
   }
   if (recipe.data.cache) unsupported("data.cache", "the Redis dataset cache");
+  if (recipe.distributed.backend == Backend::kNccl) {
+    unsupported("distributed.backend", "training on GPUs (backend nccl)");
+  }
   for (size_t i = 0; i < recipe.optimizers.size(); ++i) {
     if (recipe.optimizers[i].type == OptimizerType::kQAdam) {
       unsupported("optimizers[" + std::to_string(i) + "].type", "the qadam optimizer");
@@ -137,7 +141,9 @@ TrainOutcome run_worker(const Recipe& recipe) {
 
   InitOptions init;
   init.timeout = std::chrono::seconds(recipe.distributed.timeout_s);
-  init.backend = to_string(recipe.distributed.backend);
+  // The training loop keeps model and data on the CPU in this version, so
+  // `auto` means Gloo here even where a GPU is visible.
+  init.backend = recipe.distributed.backend == Backend::kAuto ? "gloo" : to_string(recipe.distributed.backend);
   if (!is_initialized()) init_process_group(init);
   const int rank = get_rank(), world = get_world_size();
   at::set_num_threads(recipe.train.threads.value_or(default_threads()));
@@ -162,7 +168,20 @@ TrainOutcome run_worker(const Recipe& recipe) {
 
   TrainOutcome outcome;
   train::Position pos;
-  if (recipe.checkpoint.resume != "never") {
+  if (recipe.checkpoint.resume == "never") {
+    // A fresh run must not mix its checkpoints with an earlier run's: pruning
+    // and a later restart would pick the old ones up.
+    std::string moved;
+    if (get_rank() == 0 && fs::exists(ckpt_dir) && !fs::is_empty(ckpt_dir)) {
+      fs::path aside = out_dir / ("checkpoints-before-" + std::to_string(std::time(nullptr)));
+      fs::rename(ckpt_dir, aside);
+      moved = aside.string();
+    }
+    broadcast_object(moved, 0, default_group());
+    if (rank == 0 && !moved.empty()) {
+      std::fprintf(stderr, "checkpoint.resume is never: moved the earlier run's checkpoints to %s\n", moved.c_str());
+    }
+  } else {
     std::string explicit_path = recipe.checkpoint.resume == "auto" ? "" : recipe.checkpoint.resume;
     if (auto resumed = train::resume_checkpoint(ckpt_dir.string(), explicit_path, params, buffers,
                                                 built.optimizers, default_group(), &outcome.resumed_from)) {
@@ -183,14 +202,17 @@ TrainOutcome run_worker(const Recipe& recipe) {
   const int64_t per_epoch = ss.drop_last ? sampler.num_samples() / batch
                                          : (sampler.num_samples() + batch - 1) / batch;
   if (per_epoch == 0) {
-    throw Error("data.batch_size " + std::to_string(batch) + " is larger than this worker's " +
-                    std::to_string(sampler.num_samples()) + " samples and drop_last is on: no step would run",
+    throw Error(sampler.num_samples() == 0
+                    ? std::string("the training set gives this worker no samples: no step would run")
+                    : "data.batch_size " + std::to_string(batch) + " is larger than this worker's " +
+                          std::to_string(sampler.num_samples()) + " samples and drop_last is on: no step would run",
                 true);
   }
   int64_t total = per_epoch * recipe.train.epochs;
   if (recipe.train.max_steps) total = std::min(total, *recipe.train.max_steps);
 
-  train::RunLog log((out_dir / "metrics.jsonl").string(), rank == 0, total, !outcome.resumed_from.empty());
+  train::RunLog log((out_dir / "metrics.jsonl").string(), rank == 0, total, !outcome.resumed_from.empty(),
+                    pos.step);
   if (rank == 0) {
     std::ofstream(out_dir / "recipe.resolved.yaml") << resolved_recipe_yaml(recipe);
     log.say("bagua run " + recipe.name + ": " + std::to_string(world) + " workers, " + recipe.algorithm.name +
@@ -310,14 +332,15 @@ TrainOutcome run_worker(const Recipe& recipe) {
     // Synchronous algorithms keep every rank's weights identical; check it
     // once at the end (a checksum per rank) so silent divergence cannot pass.
     std::vector<at::Tensor> parts;
-    for (const auto& [name, p] : params) parts.push_back(p.detach().reshape({-1}).to(torch::kDouble));
+    for (const auto& [name, p] : ddp->bagua_build_params()) parts.push_back(p.detach().reshape({-1}).to(torch::kDouble));
     at::Tensor flat = torch::cat(parts);
     at::Tensor mine = torch::stack({flat.sum(), (flat * torch::arange(flat.numel(), torch::kDouble)).sum()});
     at::Tensor all = torch::zeros({world, 2}, torch::kDouble);
     allgather(mine, all, control);
     bool agree = true;
     for (int r = 1; r < world; ++r) agree = agree && torch::equal(all[r], all[0]);
-    log.say(agree ? "final weights identical on all " + std::to_string(world) + " workers"
+    log.say(agree ? "final weights identical on all " + std::to_string(world) + " workers" +
+                        (recipe.model.ignore_params.empty() ? "" : " (ignored parameters excepted)")
                   : "WARNING: final weights differ between workers");
     save(pos);  // the final state: a later `resume: auto` finds the run complete
     if (rank == 0) {
