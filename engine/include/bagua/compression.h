@@ -1,0 +1,61 @@
+// MinMaxUInt8: Bagua's 8-bit min-max quantisation, the compression under
+// the low-precision algorithms (bytegrad, low_precision_decentralized).
+//
+// A flat float tensor of n values is cut into `chunks` chunks of
+// chunk_numel(n, chunks) = ceil(n / chunks) values (the last may be
+// shorter). Each chunk is quantised on its own, with Bagua's formula:
+//
+//   scale = 255 / (max - min + 1e-7)          (the division in double)
+//   upper = rint(max * scale),  lower = upper - 255
+//   q     = min(rint(x * scale), upper) - lower, saturated to [0, 255]
+//   x'    = (q + lower) / scale                            (decompressed)
+//
+// so |x' - x| <= 0.5 / scale, about (max - min) / 510 (rint rounds half to
+// even, which can push the minimum one step below `lower`: the saturation
+// keeps it at 0, as CUDA's float-to-byte conversion in Bagua's kernel does).
+// NaNs take no part in min and max and come back as max.
+//
+// Layout of the compressed bytes: chunk c starts at c * chunk_stride(n,
+// chunks) and holds a 32-byte header (min and max as float32, then zeros)
+// followed by its chunk_numel quantised bytes, zero-padded to a multiple of
+// 32. Chunks are independent: a chunk's bytes, sliced out, are a valid
+// one-chunk compressed tensor of that chunk's values, so the chunks can be
+// scattered to different ranks (ByteGrad's scatter-reduce does that).
+//
+// Inputs: float32, float16 or bfloat16, CPU or CUDA; the result is on the
+// input's device. CPU work is a tight loop over threads; CUDA builds run a
+// fused kernel (one pass for min/max, one to quantise) on the current
+// stream. The CPU and CUDA results are bitwise identical.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace bagua {
+
+class MinMaxUInt8 {
+ public:
+  static constexpr int64_t kHeaderBytes = 32;
+  static constexpr float kEps = 1e-7f;
+
+  // Values per chunk: ceil(numel / chunks); 0 when numel is 0.
+  static int64_t chunk_numel(int64_t numel, int64_t chunks);
+  // Bytes from one chunk's start to the next: header + data padded to 32.
+  static int64_t chunk_stride(int64_t numel, int64_t chunks);
+  // Size of the compressed form: chunks * chunk_stride.
+  static int64_t compressed_bytes(int64_t numel, int64_t chunks);
+
+  // Compresses `input` (any shape, contiguous or not; its values in
+  // row-major order) into `out`, a uint8 tensor of compressed_bytes(
+  // input.numel(), chunks) bytes on the input's device.
+  static void compress(const at::Tensor& input, at::Tensor& out, int64_t chunks = 1);
+  static at::Tensor compress(const at::Tensor& input, int64_t chunks = 1);
+
+  // Decompresses `compressed` into `out` (out.numel() values, any floating
+  // dtype, same device), which must be what compress() was given in size and
+  // chunks. Throws InvalidArgument when the sizes do not match.
+  static void decompress(const at::Tensor& compressed, at::Tensor& out, int64_t chunks = 1);
+};
+
+}  // namespace bagua

@@ -1,0 +1,166 @@
+// MinMaxUInt8 on the GPU (see bagua/compression.h for the format).
+//
+// compress: pass 1 gives each (chunk, block) a partial min/max in scratch;
+// pass 2 lets every block of a chunk fold its chunk's partials (a few
+// hundred floats, in shared memory), then quantise its share of the chunk.
+// decompress: one pass. Arithmetic matches the CPU loop operation for
+// operation (float multiply, rintf, the scale's division in double), so both
+// give the same bytes.
+#include "comm/minmax_uint8_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace bagua::comm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kHeaderBytes = 32;
+constexpr float kEps = 1e-7f;
+
+// Blocks per chunk: enough to fill the GPU, each with a few thousand values.
+int blocks_per_chunk(int64_t chunk_numel, int64_t chunks) {
+  const int64_t by_work = (chunk_numel + kThreads * 16 - 1) / (kThreads * 16);
+  const int64_t by_grid = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, chunks));
+  return static_cast<int>(std::max<int64_t>(1, std::min(by_work, by_grid)));
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    throw std::runtime_error(std::string("MinMaxUInt8 CUDA ") + what + ": " + cudaGetErrorString(e));
+  }
+}
+
+// Block-wide fmin/fmax of (lo, hi); every thread gets the result.
+__device__ void block_min_max(float& lo, float& hi) {
+  __shared__ float s_lo[kWarps], s_hi[kWarps];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    lo = fminf(lo, __shfl_down_sync(0xffffffffu, lo, offset));
+    hi = fmaxf(hi, __shfl_down_sync(0xffffffffu, hi, offset));
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    s_lo[warp] = lo;
+    s_hi[warp] = hi;
+  }
+  __syncthreads();
+  lo = s_lo[0];
+  hi = s_hi[0];
+  for (int w = 1; w < kWarps; ++w) {
+    lo = fminf(lo, s_lo[w]);
+    hi = fmaxf(hi, s_hi[w]);
+  }
+  __syncthreads();
+}
+
+struct Quant {
+  float scale, upper, lower;
+};
+
+__device__ Quant quant_of(float lo, float hi) {
+  Quant q;
+  q.scale = static_cast<float>(255.0 / static_cast<double>(hi - lo + kEps));
+  q.upper = rintf(hi * q.scale);
+  q.lower = q.upper - 255.0f;
+  return q;
+}
+
+__global__ void partial_min_max(const float* __restrict__ in, int64_t numel, int64_t chunk_numel,
+                                int per_chunk, float* __restrict__ scratch) {
+  const int64_t chunk = blockIdx.y;
+  const int64_t begin = chunk * chunk_numel;
+  const int64_t end = min(begin + chunk_numel, numel);
+  float lo = INFINITY, hi = -INFINITY;
+  const int64_t step = static_cast<int64_t>(per_chunk) * kThreads;
+  for (int64_t i = begin + static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < end; i += step) {
+    const float x = in[i];
+    lo = fminf(lo, x);
+    hi = fmaxf(hi, x);
+  }
+  block_min_max(lo, hi);
+  if (threadIdx.x == 0) {
+    float* slot = scratch + 2 * (chunk * per_chunk + blockIdx.x);
+    slot[0] = lo;
+    slot[1] = hi;
+  }
+}
+
+__global__ void quantise(const float* __restrict__ in, int64_t numel, int64_t chunk_numel, int64_t stride,
+                         int per_chunk, const float* __restrict__ scratch, uint8_t* __restrict__ out) {
+  const int64_t chunk = blockIdx.y;
+  const int64_t begin = chunk * chunk_numel;
+  const int64_t end = min(begin + chunk_numel, numel);
+  float lo = INFINITY, hi = -INFINITY;
+  for (int b = threadIdx.x; b < per_chunk; b += kThreads) {
+    lo = fminf(lo, scratch[2 * (chunk * per_chunk + b)]);
+    hi = fmaxf(hi, scratch[2 * (chunk * per_chunk + b) + 1]);
+  }
+  block_min_max(lo, hi);
+  if (!(lo <= hi)) lo = hi = 0.0f;  // an empty or all-NaN chunk
+  const Quant q = quant_of(lo, hi);
+  uint8_t* header = out + chunk * stride;
+  if (blockIdx.x == 0 && threadIdx.x < kHeaderBytes / 4) {
+    float v = threadIdx.x == 0 ? lo : (threadIdx.x == 1 ? hi : 0.0f);
+    reinterpret_cast<float*>(header)[threadIdx.x] = v;
+  }
+  uint8_t* data = header + kHeaderBytes;
+  const int64_t padded = stride - kHeaderBytes;
+  const int64_t step = static_cast<int64_t>(per_chunk) * kThreads;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; j < padded; j += step) {
+    uint8_t byte = 0;
+    if (begin + j < end) {
+      const float level = fminf(rintf(in[begin + j] * q.scale), q.upper);
+      byte = static_cast<uint8_t>(fminf(fmaxf(level - q.lower, 0.0f), 255.0f));
+    }
+    data[j] = byte;
+  }
+}
+
+__global__ void dequantise(const uint8_t* __restrict__ in, int64_t numel, int64_t chunk_numel, int64_t stride,
+                           float* __restrict__ out) {
+  const int64_t chunk = blockIdx.y;
+  const int64_t begin = chunk * chunk_numel;
+  const int64_t end = min(begin + chunk_numel, numel);
+  const float* header = reinterpret_cast<const float*>(in + chunk * stride);
+  const Quant q = quant_of(header[0], header[1]);
+  const uint8_t* data = in + chunk * stride + kHeaderBytes;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; begin + j < end; j += step) {
+    out[begin + j] = (static_cast<float>(data[j]) + q.lower) / q.scale;
+  }
+}
+
+}  // namespace
+
+int64_t minmax_uint8_scratch_floats(int64_t chunk_numel, int64_t chunks) {
+  return 2 * chunks * blocks_per_chunk(chunk_numel, chunks);
+}
+
+void minmax_uint8_compress(const float* in, int64_t numel, int64_t chunks, int64_t chunk_numel, int64_t stride,
+                           uint8_t* out, float* scratch, void* stream) {
+  if (chunks <= 0 || chunks > 65535) throw std::runtime_error("MinMaxUInt8 CUDA: chunks must be in [1, 65535]");
+  auto s = static_cast<cudaStream_t>(stream);
+  const int per_chunk = blocks_per_chunk(chunk_numel, chunks);
+  const dim3 grid(per_chunk, static_cast<unsigned>(chunks));
+  partial_min_max<<<grid, kThreads, 0, s>>>(in, numel, chunk_numel, per_chunk, scratch);
+  check(cudaGetLastError(), "min/max launch");
+  quantise<<<grid, kThreads, 0, s>>>(in, numel, chunk_numel, stride, per_chunk, scratch, out);
+  check(cudaGetLastError(), "quantise launch");
+}
+
+void minmax_uint8_decompress(const uint8_t* in, int64_t numel, int64_t chunks, int64_t chunk_numel, int64_t stride,
+                             float* out, void* stream) {
+  if (chunks <= 0 || chunks > 65535) throw std::runtime_error("MinMaxUInt8 CUDA: chunks must be in [1, 65535]");
+  auto s = static_cast<cudaStream_t>(stream);
+  const int per_chunk = blocks_per_chunk(chunk_numel, chunks);
+  const dim3 grid(per_chunk, static_cast<unsigned>(chunks));
+  dequantise<<<grid, kThreads, 0, s>>>(in, numel, chunk_numel, stride, out);
+  check(cudaGetLastError(), "dequantise launch");
+}
+
+}  // namespace bagua::comm::cuda

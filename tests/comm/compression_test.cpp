@@ -1,0 +1,205 @@
+// MinMaxUInt8: literal values worked out by hand from Bagua's formula, a
+// plain one-value-at-a-time reference for every byte, the error bound, the
+// chunk layout, bad arguments, and (GPU machines only) CUDA == CPU bitwise.
+#include <bagua/compression.h>
+#include <bagua/errors.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using bagua::MinMaxUInt8;
+
+// Bagua's formula, value by value, written independently of the library's
+// loops: the expected bytes of one chunk (header included, unpadded).
+std::vector<uint8_t> reference_chunk(const float* x, int64_t n) {
+  float lo = 0, hi = 0;
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) continue;
+    if (!any || x[i] < lo) lo = x[i];
+    if (!any || x[i] > hi) hi = x[i];
+    any = true;
+  }
+  std::vector<uint8_t> out(32 + n, 0);
+  std::memcpy(out.data(), &lo, 4);
+  std::memcpy(out.data() + 4, &hi, 4);
+  const float scale = static_cast<float>(255.0 / static_cast<double>(hi - lo + 1e-7f));
+  const float upper = std::rint(hi * scale);
+  const float lower = upper - 255.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float level = std::rint(x[i] * scale);
+    if (std::isnan(level) || level > upper) level = upper;
+    // Saturating conversion to a byte, as CUDA's float -> uint8 does.
+    float v = level - lower;
+    out[32 + i] = static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+  }
+  return out;
+}
+
+at::Tensor random_values(int64_t n, uint64_t seed) {
+  at::manual_seed(seed);
+  // A spread of magnitudes, like gradients: normal times a log-uniform scale.
+  return at::randn({n}) * at::exp(at::rand({n}) * 6 - 5);
+}
+
+std::vector<uint8_t> bytes_of(const at::Tensor& t) {
+  at::Tensor c = t.cpu().contiguous();
+  return std::vector<uint8_t>(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
+}
+
+TEST(MinMaxUInt8, HandWorkedExamples) {
+  // [0, 1]: scale = 255 / (1 + 1e-7) = 254.99997, upper = 255, lower = 0.
+  auto a = bytes_of(MinMaxUInt8::compress(at::tensor({0.0f, 1.0f})));
+  ASSERT_EQ(a.size(), 64u);
+  EXPECT_EQ(a[32], 0);
+  EXPECT_EQ(a[33], 255);
+  // [-1, 0, 1]: 2 + 1e-7 rounds to 2.0f, so scale = 127.5 exactly; upper =
+  // rint(127.5) = 128 (half to even), lower = -127. -1 -> rint(-127.5) = -128,
+  // -128 + 127 = -1 saturates to 0; 0 -> 127; 1 -> 128 + 127 = 255.
+  auto b = bytes_of(MinMaxUInt8::compress(at::tensor({-1.0f, 0.0f, 1.0f})));
+  EXPECT_EQ(b[32], 0);
+  EXPECT_EQ(b[33], 127);
+  EXPECT_EQ(b[34], 255);
+  float lo, hi;
+  std::memcpy(&lo, b.data(), 4);
+  std::memcpy(&hi, b.data() + 4, 4);
+  EXPECT_EQ(lo, -1.0f);
+  EXPECT_EQ(hi, 1.0f);
+  // Padding and the rest of the header are zeros.
+  for (int i = 8; i < 32; ++i) EXPECT_EQ(b[i], 0) << i;
+  for (size_t i = 35; i < b.size(); ++i) EXPECT_EQ(b[i], 0) << i;
+  // Decompressed: (q + lower) / scale.
+  at::Tensor back = at::empty({3});
+  MinMaxUInt8::decompress(MinMaxUInt8::compress(at::tensor({-1.0f, 0.0f, 1.0f})), back);
+  EXPECT_EQ(back[0].item<float>(), -127.0f / 127.5f);
+  EXPECT_EQ(back[1].item<float>(), 0.0f);
+  EXPECT_EQ(back[2].item<float>(), 128.0f / 127.5f);
+}
+
+TEST(MinMaxUInt8, EveryByteMatchesTheReferenceForEverySizeAndChunking) {
+  for (int64_t n : {0, 1, 2, 31, 32, 33, 1000, 100003}) {
+    for (int64_t chunks : {1, 2, 3, 7}) {
+      at::Tensor x = random_values(n, static_cast<uint64_t>(n * 10 + chunks));
+      at::Tensor z = MinMaxUInt8::compress(x, chunks);
+      const int64_t per = MinMaxUInt8::chunk_numel(n, chunks);
+      const int64_t stride = MinMaxUInt8::chunk_stride(n, chunks);
+      ASSERT_EQ(per, (n + chunks - 1) / chunks);
+      ASSERT_EQ(stride % 32, 0);
+      ASSERT_EQ(z.numel(), chunks * stride);
+      auto got = bytes_of(z);
+      for (int64_t c = 0; c < chunks; ++c) {
+        int64_t begin = std::min(n, c * per), end = std::min(n, begin + per);
+        auto want = reference_chunk(x.data_ptr<float>() + begin, end - begin);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(got[c * stride + i], want[i]) << "n=" << n << " chunks=" << chunks << " chunk " << c
+                                                  << " byte " << i;
+        }
+        for (int64_t i = static_cast<int64_t>(want.size()); i < stride; ++i) ASSERT_EQ(got[c * stride + i], 0);
+      }
+    }
+  }
+}
+
+TEST(MinMaxUInt8, RoundTripErrorIsAtMostHalfAStepPerChunk) {
+  const int64_t n = 50000, chunks = 4;
+  at::Tensor x = random_values(n, 7);
+  at::Tensor back = at::empty({n});
+  MinMaxUInt8::decompress(MinMaxUInt8::compress(x, chunks), back, chunks);
+  const int64_t per = MinMaxUInt8::chunk_numel(n, chunks);
+  for (int64_t c = 0; c < chunks; ++c) {
+    at::Tensor xs = x.narrow(0, c * per, per), bs = back.narrow(0, c * per, per);
+    double range = (xs.max() - xs.min()).item<double>();
+    double step = range / 255.0;
+    double err = (xs - bs).abs().max().item<double>();
+    EXPECT_LE(err, 0.5 * step * (1 + 1e-5) + 1e-6 * range) << "chunk " << c;
+    EXPECT_GT(err, 0.0) << "8 bits cannot be lossless on random data";
+  }
+}
+
+TEST(MinMaxUInt8, ChunksAreIndependentlyDecompressible) {
+  const int64_t n = 1001, chunks = 3;
+  at::Tensor x = random_values(n, 3);
+  at::Tensor z = MinMaxUInt8::compress(x, chunks);
+  at::Tensor all = at::empty({n});
+  MinMaxUInt8::decompress(z, all, chunks);
+  const int64_t per = MinMaxUInt8::chunk_numel(n, chunks), stride = MinMaxUInt8::chunk_stride(n, chunks);
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t len = std::min(per, n - c * per);
+    at::Tensor one = at::empty({len});
+    at::Tensor slice = z.narrow(0, c * stride, MinMaxUInt8::compressed_bytes(len, 1));
+    MinMaxUInt8::decompress(slice, one, 1);
+    EXPECT_TRUE(at::equal(one, all.narrow(0, c * per, len))) << "chunk " << c;
+  }
+}
+
+TEST(MinMaxUInt8, ConstantZeroAndNanChunks) {
+  at::Tensor back = at::empty({4});
+  MinMaxUInt8::decompress(MinMaxUInt8::compress(at::zeros({4})), back);
+  EXPECT_TRUE(at::equal(back, at::zeros({4})));
+  MinMaxUInt8::decompress(MinMaxUInt8::compress(at::full({4}, 2.5f)), back);
+  EXPECT_LT((back - 2.5f).abs().max().item<float>(), 1e-5f);
+  // A NaN takes no part in min/max; the finite values keep their precision.
+  at::Tensor with_nan = at::tensor({0.0f, NAN, 1.0f, 0.5f});
+  MinMaxUInt8::decompress(MinMaxUInt8::compress(with_nan), back);
+  EXPECT_NEAR(back[0].item<float>(), 0.0f, 0.5f / 255);
+  EXPECT_NEAR(back[2].item<float>(), 1.0f, 0.5f / 255);
+  EXPECT_NEAR(back[3].item<float>(), 0.5f, 0.5f / 255);
+}
+
+TEST(MinMaxUInt8, HalfAndBFloat16InputsQuantiseTheirFloatValues) {
+  at::Tensor x = random_values(777, 11);
+  for (auto dtype : {at::kHalf, at::kBFloat16}) {
+    at::Tensor low = x.to(dtype);
+    EXPECT_EQ(bytes_of(MinMaxUInt8::compress(low, 2)), bytes_of(MinMaxUInt8::compress(low.to(at::kFloat), 2)));
+    at::Tensor back = at::empty({777}, dtype);
+    MinMaxUInt8::decompress(MinMaxUInt8::compress(low, 2), back, 2);
+    at::Tensor back_f = at::empty({777});
+    MinMaxUInt8::decompress(MinMaxUInt8::compress(low.to(at::kFloat), 2), back_f, 2);
+    EXPECT_TRUE(at::equal(back, back_f.to(dtype)));
+  }
+}
+
+TEST(MinMaxUInt8, BadArgumentsAreClearErrors) {
+  at::Tensor x = at::ones({10});
+  at::Tensor small = at::empty({10}, at::kByte);
+  EXPECT_THROW(MinMaxUInt8::compress(x, small, 1), bagua::InvalidArgument);
+  EXPECT_THROW(MinMaxUInt8::compress(x, 0), bagua::InvalidArgument);
+  EXPECT_THROW(MinMaxUInt8::compress(at::ones({4}, at::kLong)), bagua::InvalidArgument);
+  at::Tensor z = MinMaxUInt8::compress(x, 2);
+  at::Tensor wrong = at::empty({100});  // (11 would round to the same padded size)
+  try {
+    MinMaxUInt8::decompress(z, wrong, 2);
+    FAIL() << "expected InvalidArgument";
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("100 values in 2 chunks"), std::string::npos) << e.what();
+  }
+}
+
+// GPU machines only (scripts/gpu-check.sh): the kernel gives the CPU's bytes.
+TEST(MinMaxUInt8, CudaKernelMatchesTheCpuBitwise) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  const at::Device gpu(at::kCUDA, 0);
+  for (int64_t n : {0, 1, 33, 4096, 1000003, 25000000}) {
+    for (int64_t chunks : {1, 2, 8}) {
+      at::Tensor x = random_values(n, static_cast<uint64_t>(n + chunks));
+      if (n > 10) x[n / 2] = NAN;
+      at::Tensor z_cpu = MinMaxUInt8::compress(x, chunks);
+      at::Tensor z_gpu = MinMaxUInt8::compress(x.to(gpu), chunks);
+      ASSERT_TRUE(z_gpu.is_cuda());
+      ASSERT_TRUE(at::equal(z_gpu.cpu(), z_cpu)) << "n=" << n << " chunks=" << chunks;
+      at::Tensor back_cpu = at::empty({n}), back_gpu = at::empty({n}, at::TensorOptions().device(gpu));
+      MinMaxUInt8::decompress(z_cpu, back_cpu, chunks);
+      MinMaxUInt8::decompress(z_gpu, back_gpu, chunks);
+      ASSERT_TRUE(at::equal(back_gpu.cpu(), back_cpu)) << "n=" << n << " chunks=" << chunks;
+    }
+  }
+}
+
+}  // namespace
