@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <unistd.h>
 
@@ -34,6 +35,44 @@ TEST_P(Collectives, EveryCollectiveOpAndDtypeGivesExactValues) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
+
+// The same exact checks on CUDA tensors (GPU machines only; CI has none:
+// scripts/gpu-check.sh runs these). World size 1 over NCCL (CPU tensors in
+// the scenario are staged through the GPU); several ranks sharing the one
+// GPU over Gloo (CUDA tensors staged through host memory), since NCCL
+// refuses two ranks on one device.
+class CudaCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaCollectives, EveryCollectiveOpAndDtypeGivesExactValuesOnCudaTensors) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  int world = GetParam();
+  std::string backend = world == 1 ? "nccl" : "gloo";
+  expect_all_checks_passed(run_workers("collectives", world,
+                                       {{"BAGUA_TEST_DEVICE", "cuda"},
+                                        {"BAGUA_BACKEND", world == 1 ? "auto" : "gloo"},
+                                        {"BAGUA_TEST_EXPECT_BACKEND", backend}}),
+                           world);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CudaCollectives, ::testing::Values(1, 2, 3),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(Backend, NcclWithMoreWorkersThanGpusIsAClearError) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  int gpus = static_cast<int>(torch::cuda::device_count());
+  auto o = run_workers("join", gpus + 1, {{"BAGUA_BACKEND", "nccl"}, {"BAGUA_TIMEOUT_S", "20"}});
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_NE(o.output.find("backend nccl needs one GPU per worker"), std::string::npos) << o.output;
+}
+
+TEST(Backend, NcclOnACpuBuildIsAClearError) {
+#ifdef BAGUA_WITH_CUDA
+  GTEST_SKIP() << "this is a CUDA build";
+#endif
+  auto o = run_workers("join", 1, {{"BAGUA_BACKEND", "nccl"}, {"BAGUA_TIMEOUT_S", "20"}});
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_NE(o.output.find("needs a CUDA build of bagua"), std::string::npos) << o.output;
+}
 
 TEST(Groups, SingleNodeSubGroups) {
   expect_all_checks_passed(run_workers("groups", 3), 3);

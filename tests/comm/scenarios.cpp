@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <complex>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <thread>
@@ -27,6 +28,19 @@ const std::vector<ReduceOp> kOps = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::
                                     ReduceOp::AVG, ReduceOp::BAND,    ReduceOp::BOR, ReduceOp::BXOR};
 
 std::string name(at::ScalarType t) { return c10::toString(t); }
+
+// Where the collectives scenario's tensors live: BAGUA_TEST_DEVICE=cuda puts
+// them on a GPU (this rank's with NCCL, else GPU 0: ranks may share one),
+// so the same exact checks run on CUDA tensors.
+at::Device test_device() {
+  static const at::Device device = [] {
+    const char* d = std::getenv("BAGUA_TEST_DEVICE");
+    if (d == nullptr || std::string(d) != "cuda") return at::Device(at::kCPU);
+    bool nccl = bagua::is_initialized() && bagua::default_group()->backend() == "nccl";
+    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(nccl ? bagua::get_local_rank() : 0));
+  }();
+  return device;
+}
 
 bool op_defined(ReduceOp op, at::ScalarType t) {
   bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
@@ -45,12 +59,14 @@ at::Tensor input_of(int r, at::ScalarType t, int64_t n = 6) {
     im[i] = static_cast<double>((r + 2 * i) % 3);
   }
   at::Tensor real = at::tensor(re, at::kDouble);
-  if (at::isComplexType(t)) return at::complex(real, at::tensor(im, at::kDouble)).to(t);
-  return real.to(t);
+  if (at::isComplexType(t)) return at::complex(real, at::tensor(im, at::kDouble)).to(t).to(test_device());
+  return real.to(t).to(test_device());
 }
 
-// The reference: fold every rank's input with plain element-wise ops.
-at::Tensor reference(ReduceOp op, int world, const std::function<at::Tensor(int)>& in) {
+// The reference: fold every rank's input with plain element-wise ops, on
+// the CPU whatever device the inputs are on.
+at::Tensor reference(ReduceOp op, int world, const std::function<at::Tensor(int)>& in_any) {
+  auto in = [&](int r) { return in_any(r).cpu(); };
   at::Tensor acc = in(0).clone();
   for (int r = 1; r < world; ++r) {
     at::Tensor x = in(r);
@@ -77,6 +93,18 @@ at::Tensor reference(ReduceOp op, int world, const std::function<at::Tensor(int)
   return acc.to(in(0).scalar_type());
 }
 
+// Exact, except AVG on floating types, whose division may round differently
+// on a GPU (CUDA multiplies by the reciprocal): within an ulp or two there.
+void expect_reduced(WorkerChecks& c, const at::Tensor& got, const at::Tensor& want, ReduceOp op,
+                    const std::string& what) {
+  at::ScalarType t = want.scalar_type();
+  if (op == ReduceOp::AVG && (at::isFloatingType(t) || at::isComplexType(t))) {
+    c.expect_close(got, want, t == at::kDouble || t == at::kComplexDouble ? 1e-14 : 1e-6, what);
+  } else {
+    c.expect_equal(got, want, what);
+  }
+}
+
 void check_allreduce(WorkerChecks& c, int rank, int world) {
   for (auto t : kDtypes) {
     for (auto op : kOps) {
@@ -87,7 +115,7 @@ void check_allreduce(WorkerChecks& c, int rank, int world) {
         continue;
       }
       bagua::allreduce(x, op);
-      c.expect_equal(x, reference(op, world, [&](int r) { return input_of(r, t); }), what);
+      expect_reduced(c, x, reference(op, world, [&](int r) { return input_of(r, t); }), op, what);
     }
   }
   // Bagua's documented examples (exact literals at world size 2).
@@ -135,7 +163,7 @@ void check_broadcast_reduce(WorkerChecks& c, int rank, int world) {
       at::Tensor x = input_of(rank, t);
       bagua::reduce(x, dst, op);
       if (rank == dst) {
-        c.expect_equal(x, reference(op, world, [&](int r) { return input_of(r, t); }),
+        expect_reduced(c, x, reference(op, world, [&](int r) { return input_of(r, t); }), op,
                        "reduce " + name(t) + " " + bagua::to_string(op) + " to " + std::to_string(dst));
       }
     }
@@ -168,7 +196,7 @@ void check_gather_scatter(WorkerChecks& c, int rank, int world) {
       at::Tensor out = at::zeros({3}, s.options());
       bagua::reduce_scatter(s, out, op);
       at::Tensor want = reference(op, world, [&](int r) { return input_of(r, t, 3 * world); });
-      c.expect_equal(out, want.narrow(0, 3 * rank, 3),
+      expect_reduced(c, out, want.narrow(0, 3 * rank, 3), op,
                      "reduce_scatter " + name(t) + " " + bagua::to_string(op));
     }
   }
@@ -208,6 +236,11 @@ int scenario_collectives() {
   int rank = bagua::get_rank(), world = bagua::get_world_size();
   WorkerChecks c(rank);
   c.expect(bagua::default_group()->size() == world, "default group size");
+  if (const char* want = std::getenv("BAGUA_TEST_EXPECT_BACKEND")) {
+    c.expect(bagua::default_group()->backend() == want,
+             "backend is " + bagua::default_group()->backend() + ", expected " + want);
+  }
+  c.expect(input_of(rank, at::kFloat).device() == test_device(), "inputs on " + test_device().str());
   check_allreduce(c, rank, world);
   check_broadcast_reduce(c, rank, world);
   check_gather_scatter(c, rank, world);

@@ -4,6 +4,8 @@
 
 #include <bagua/data.h>
 
+#include "common/libtorch_compat.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -29,7 +31,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    bagua::compat::remove_all(path_, ec);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

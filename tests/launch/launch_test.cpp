@@ -4,6 +4,8 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 
+#include "common/libtorch_compat.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -43,7 +45,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ignored;
-    fs::remove_all(path_, ignored);
+    bagua::compat::remove_all(path_, ignored);
   }
   const fs::path& path() const { return path_; }
   std::string operator/(const std::string& name) const { return (path_ / name).string(); }

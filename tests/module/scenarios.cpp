@@ -4,6 +4,8 @@
 // must match it.
 #include "support/worker_checks.h"
 
+#include "common/libtorch_compat.h"
+
 #include <bagua/algorithms/gradient_allreduce.h>
 #include <bagua/communication.h>
 #include <bagua/distributed.h>
@@ -180,7 +182,7 @@ int scenario_initial_state() {
   c.expect(identical_across_ranks(flat_params(*model)), "parameters equal after with_bagua");
   std::vector<at::Tensor> momenta;
   for (auto& p : model->parameters()) {
-    auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    auto key = bagua::compat::optimizer_state_key<std::decay_t<decltype(sgd->state())>>(p.unsafeGetTensorImpl());
     auto it = sgd->state().find(key);
     c.expect(it != sgd->state().end(), "momentum buffer present for every parameter");
     if (it == sgd->state().end()) return c.finish();

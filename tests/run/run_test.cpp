@@ -2,7 +2,10 @@
 // the real Fashion-MNIST files and TorchScript models exported by Python.
 #include <bagua/launch.h>
 
+#include "common/libtorch_compat.h"
+
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -56,11 +59,11 @@ class RunTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() /
            ("bagua-e2e-" + std::to_string(getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    bagua::compat::remove_all(dir_);
     fs::create_directories(dir_);
   }
   void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
+    if (!HasFailure()) bagua::compat::remove_all(dir_);
   }
 
   // A small Fashion-MNIST recipe in the test's directory.
@@ -335,6 +338,44 @@ TEST_F(RunTest, UnsupportedFeaturesAreRefusedUpFront) {
   RunOutcome r = bagua_run(recipe + " --set algorithm.name=bytegrad");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("algorithm 'bytegrad' is not implemented"), std::string::npos) << r.output;
+}
+
+// A CPU build, or a machine without a GPU: asking for one is a clear user
+// error before any training starts.
+TEST_F(RunTest, DeviceCudaWithoutAGpuIsAClearUserError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible here";
+  RunOutcome r = bagua_run(write_recipe("nogpu") + " --set train.device=cuda");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.device is cuda, but"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "nogpu" / "model.pt"));
+}
+
+TEST_F(RunTest, CpuDeviceWithNcclIsARecipeError) {
+  RunOutcome r = bagua_run(write_recipe("cpunccl") + " --set train.device=cpu --set distributed.backend=nccl");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("backend nccl needs the workers on GPUs"), std::string::npos) << r.output;
+}
+
+// GPU machines only (scripts/gpu-check.sh; CI has no GPU): the quickstart on
+// the GPU, one worker over NCCL and two workers sharing the GPU over Gloo,
+// reaches the CPU run's accuracy, and model.pt loads on the CPU.
+TEST_F(RunTest, QuickstartOnTheGpuOverNcclAndSharedOverGloo) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  for (int nproc : {1, 2}) {
+    fs::path out = dir_ / ("gpu" + std::to_string(nproc));
+    RunOutcome r = bagua_run(kSource + "/recipes/fashion-mnist-mlp.yaml --nproc-per-node " + std::to_string(nproc) +
+                             " --set train.device=cuda --set output.dir=" + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string backend = nproc == 1 ? "nccl" : "gloo";
+    EXPECT_NE(r.output.find("on GPUs (rank 0 on cuda:0) over " + backend), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("final weights identical"), std::string::npos) << r.output;
+    double accuracy = -1;
+    for (const auto& j : metrics(out / "metrics.jsonl")) {
+      if (j.contains("eval_accuracy")) accuracy = j["eval_accuracy"];
+    }
+    EXPECT_GE(accuracy, 0.85) << r.output;
+    for (const auto& p : model_parameters(out / "model.pt")) EXPECT_TRUE(p.is_cpu());
+  }
 }
 
 }  // namespace

@@ -25,13 +25,31 @@ class WorkerChecks {
     }
   }
 
-  // Exact equality of dtype, shape and every element.
-  void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  // Exact equality of dtype, shape and every element (compared on the host,
+  // so a CUDA result can be checked against a CPU reference).
+  void expect_equal(const at::Tensor& got_any, const at::Tensor& want_any, const std::string& what) {
+    at::Tensor got = got_any.cpu(), want = want_any.cpu();
     bool ok = got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() &&
               at::equal(got, want);
     if (!ok) {
       std::ostringstream msg;
       msg << what << "\n  got:  " << got << "\n  want: " << want;
+      expect(false, msg.str());
+    } else {
+      expect(true, what);
+    }
+  }
+
+  // Same dtype and shape, every element within `rtol` (relative) of the
+  // reference: for results whose last bit depends on the device (CUDA
+  // divides by multiplying with the reciprocal).
+  void expect_close(const at::Tensor& got_any, const at::Tensor& want_any, double rtol, const std::string& what) {
+    at::Tensor got = got_any.cpu(), want = want_any.cpu();
+    bool ok = got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() &&
+              at::allclose(got, want, rtol, /*atol=*/0.0);
+    if (!ok) {
+      std::ostringstream msg;
+      msg << what << " (rtol " << rtol << ")\n  got:  " << got << "\n  want: " << want;
       expect(false, msg.str());
     } else {
       expect(true, what);

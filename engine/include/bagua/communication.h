@@ -3,8 +3,14 @@
 // Mirrors bagua.torch_api.communication. init_process_group() reads
 // torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT), meets its peers through a c10d TCPStore at
-// MASTER_ADDR:MASTER_PORT, and creates the default group: Gloo for CPU
-// tensors, NCCL for CUDA tensors (CUDA builds only).
+// MASTER_ADDR:MASTER_PORT, and creates the default group over Gloo (TCP) or
+// NCCL (CUDA builds only, one GPU per rank).
+//
+// Tensors may live on the CPU or on a CUDA device with either backend. A
+// tensor on the other side of the backend (a CUDA tensor on Gloo, a CPU
+// tensor on NCCL) is staged: copied to the backend's side, communicated,
+// and copied back when the Work completes, which costs two copies per call.
+// On NCCL a CUDA tensor must be on this rank's current device.
 //
 // Every collective works in place, like Bagua's and torch.distributed's, and
 // must be called by every member of the group in the same order. Ranks given
@@ -42,8 +48,12 @@ struct InitOptions {
   // How long a rendezvous or a collective may wait for a peer before it
   // fails with CommError. BAGUA_TIMEOUT_S in the environment overrides it.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  // "auto" (NCCL when LibTorch has CUDA and a GPU is visible, else Gloo),
-  // "gloo" or "nccl". BAGUA_BACKEND in the environment overrides it.
+  // "auto", "gloo" or "nccl". auto is NCCL when every rank has a GPU of its
+  // own (a CUDA build, and LOCAL_WORLD_SIZE no more than the GPUs visible on
+  // every node), else Gloo; the ranks agree on it through the store. NCCL
+  // cannot put two ranks on one GPU. BAGUA_BACKEND in the environment
+  // overrides it. With NCCL, each rank's current CUDA device becomes
+  // LOCAL_RANK.
   std::string backend = "auto";
   // Whether groups check every collective's arguments across ranks (see the
   // file comment). BAGUA_VERIFY_COLLECTIVES=0 in the environment turns it off.
@@ -104,7 +114,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // connections (and its own sub-groups), so its traffic never interleaves
   // with this group's. Collective over the members: every member calls it,
   // the same number of times. Non-members get a non-member group.
-  std::shared_ptr<ProcessGroup> duplicate();
+  // `backend` ("gloo" or "nccl"; empty: this group's) lets a GPU job keep
+  // small control traffic on CPU tensors over Gloo beside an NCCL group.
+  std::shared_ptr<ProcessGroup> duplicate(const std::string& backend = "");
 
   // Turns the cross-rank check of each collective's arguments on or off for
   // this group and the sub-groups made from it (all members must agree). Off saves one small collective per

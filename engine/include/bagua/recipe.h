@@ -54,6 +54,7 @@ enum class SamplerType { kDistributed, kLoadBalancing };
 enum class OptimizerType { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kQAdam };
 enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
 enum class Backend { kAuto, kGloo, kNccl };
+enum class Device { kAuto, kCpu, kCuda };
 
 // The recipe spelling of each enumerator ("cross_entropy", "idx", ...).
 const char* to_string(Loss v);
@@ -62,6 +63,7 @@ const char* to_string(SamplerType v);
 const char* to_string(OptimizerType v);
 const char* to_string(SchedulerType v);
 const char* to_string(Backend v);
+const char* to_string(Device v);
 
 // model:
 struct ModelSpec {
@@ -202,6 +204,7 @@ struct TrainSpec {
   int64_t log_every_steps = 50;
   EvalSchedule eval_every;
   std::optional<int> threads;  // empty: cores / local workers
+  Device device = Device::kAuto;  // auto: this worker's GPU when there is one
 };
 
 struct CheckpointSpec {

@@ -50,7 +50,16 @@ BackendPtr make_nccl(const StorePtr& store, int rank, int size, std::chrono::mil
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
 }
-bool cuda_available() { return at::hasCUDA() && c10::cuda::device_count() > 0; }
+void release_nccl(const BackendPtr& backend) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(backend.get())) nccl->abort();
+#else
+  (void)backend;
+#endif
+}
+bool cuda_built() { return true; }
+int cuda_device_count() { return at::hasCUDA() ? static_cast<int>(c10::cuda::device_count()) : 0; }
+bool cuda_available() { return cuda_device_count() > 0; }
 void set_cuda_device(int device) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(device)); }
 #else
 BackendPtr make_nccl(const StorePtr&, int, int, std::chrono::milliseconds) {
@@ -58,6 +67,9 @@ BackendPtr make_nccl(const StorePtr&, int, int, std::chrono::milliseconds) {
       "backend 'nccl' needs a CUDA build of bagua (LibTorch with CUDA); this build is CPU-only, "
       "use backend 'gloo'");
 }
+void release_nccl(const BackendPtr&) {}
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
 bool cuda_available() { return false; }
 void set_cuda_device(int) {}
 #endif

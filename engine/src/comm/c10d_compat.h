@@ -1,36 +1,23 @@
-// Every difference between the LibTorch versions we build against (Debian's
-// 1.13 on CPU, a PyTorch 2.x wheel with CUDA) lives here and in
-// c10d_compat.cpp, nowhere else.
-//
-// 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup.
-// 2.x:  they derive from c10d::Backend (ProcessGroup became a dispatcher).
-// Both expose the same collective methods, so the rest of the code holds a
-// `Backend` pointer and never names either base class.
+// c10d's process groups and stores behind version-neutral names. The
+// differences between the LibTorch versions bagua builds against are listed
+// in common/libtorch_compat.h; the ones in c10d's factories live in
+// c10d_compat.cpp.
 #pragma once
 
 #include <bagua/communication.h>
 
+#include "common/libtorch_compat.h"
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/version.h>
-
-#if TORCH_VERSION_MAJOR >= 2
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#else
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#endif
 
 #include <chrono>
 #include <string>
 
 namespace bagua::comm {
 
-#if TORCH_VERSION_MAJOR >= 2
-using Backend = c10d::Backend;
-#else
-using Backend = c10d::ProcessGroup;
-#endif
+using Backend = compat::C10dBackend;
 using BackendPtr = c10::intrusive_ptr<Backend>;
 using C10dWorkPtr = c10::intrusive_ptr<c10d::Work>;
 using StorePtr = c10::intrusive_ptr<c10d::Store>;
@@ -50,6 +37,16 @@ BackendPtr make_gloo(const StorePtr& store, int rank, int size, std::chrono::mil
 // NCCL; throws ConfigError when this build has no CUDA.
 BackendPtr make_nccl(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout);
 
+// Tears an NCCL backend's communicators down now. Called for every NCCL
+// group before the process exits: left to c10d's destructor, the teardown
+// runs after the CUDA driver has shut down and aborts the process (2.x).
+// A no-op for other backends and builds.
+void release_nccl(const BackendPtr& backend);
+
+// True when this build has CUDA (LibTorch with CUDA, NCCL compiled in).
+bool cuda_built();
+// GPUs visible to this process (0 without CUDA).
+int cuda_device_count();
 // True when this build has CUDA and a GPU is visible.
 bool cuda_available();
 // Makes `device` the current CUDA device (no-op without CUDA).

@@ -47,7 +47,7 @@ struct Call {
   std::string what;
 
   int size() const { return static_cast<int>(impl->ranks.size()); }
-  bool nccl() const { return impl->world->backend == "nccl"; }
+  bool nccl() const { return impl->backend_name == "nccl"; }
   std::chrono::milliseconds timeout() const { return impl->world->timeout; }
 
   // Wraps a c10d call so its failures carry this call's context.
@@ -83,11 +83,13 @@ void check_tensor(const Call& call, const at::Tensor& t, const char* name) {
   if (t.layout() != at::kStrided) {
     throw InvalidArgument(call.what + ": `" + std::string(name) + "` must be a dense tensor");
   }
-  bool want_cuda = call.nccl();
-  if (t.is_cuda() != want_cuda) {
+  if (!t.is_cpu() && !t.is_cuda()) {
     throw InvalidArgument(call.what + ": `" + std::string(name) + "` is on " + t.device().str() +
-                          " but the group's backend is " + call.impl->world->backend +
-                          (want_cuda ? " (CUDA tensors)" : " (CPU tensors)"));
+                          "; collectives take CPU or CUDA tensors");
+  }
+  if (call.nccl() && t.is_cuda() && t.device().index() != call.impl->world->cuda_device) {
+    throw InvalidArgument(call.what + ": `" + std::string(name) + "` is on " + t.device().str() +
+                          " but this rank's NCCL device is cuda:" + std::to_string(call.impl->world->cuda_device));
   }
 }
 
@@ -103,8 +105,22 @@ void verify(const Call& call, Collective c, const at::Tensor* a, const at::Tenso
   if (call.impl->verify) comm::verify_signature(*call.impl, {c, a, b, root, op});
 }
 
-// The caller's tensor, or a contiguous copy of it (copied back by finish).
-at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+// The tensor the backend works on: the caller's tensor, or a contiguous
+// copy of it, on the backend's side (host memory for Gloo, this rank's GPU
+// for NCCL). finish copies it back with copy_back(). `fill` false: the
+// contents are not needed (an output), only the storage.
+at::Tensor wire_tensor(const Call& call, const at::Tensor& t, bool fill = true) {
+  at::Tensor data = t;
+  if (call.nccl() && !t.is_cuda()) {
+    const at::Device gpu(at::kCUDA, static_cast<c10::DeviceIndex>(call.impl->world->cuda_device));
+    data = fill ? t.to(gpu, /*non_blocking=*/false, /*copy=*/true) : at::empty(t.sizes(), t.options().device(gpu));
+  } else if (!call.nccl() && t.is_cuda()) {
+    // Pinned host memory: the copies back and forth run at full PCIe speed.
+    data = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+    if (fill) data.copy_(t);
+  }
+  return data.is_contiguous() ? data : data.contiguous();
+}
 
 // A flat uint8 view of a contiguous tensor's bytes.
 at::Tensor as_bytes(const at::Tensor& t) {
@@ -162,8 +178,8 @@ Work allreduce_async(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& gro
   verify(call, Collective::kAllreduce, &tensor, nullptr, -1, static_cast<int>(op));
   comm::check_op_supported(op, tensor.scalar_type(), call.what);
   if (tensor.numel() == 0) return call.work({}, nullptr);
-  at::Tensor data = contiguous(tensor);
-  if (comm::needs_local_reduction(op, tensor.scalar_type())) {
+  at::Tensor data = wire_tensor(call, tensor);
+  if (comm::needs_local_reduction(op, tensor.scalar_type(), call.nccl())) {
     Work w = gather_and_reduce(call, data, data, op, true);
     w.wait();
     copy_back(data, tensor)();
@@ -190,7 +206,7 @@ Work broadcast_async(at::Tensor& tensor, int root, const ProcessGroupPtr& group)
   verify(call, Collective::kBroadcast, &tensor, nullptr, root);
   check_root(call, root, "root");
   if (tensor.numel() == 0) return call.work({}, nullptr);
-  at::Tensor data = contiguous(tensor);
+  at::Tensor data = wire_tensor(call, tensor);
   std::vector<at::Tensor> tensors{as_bytes(data)};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
@@ -212,8 +228,8 @@ Work reduce_async(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPt
   check_root(call, dst, "dst");
   comm::check_op_supported(op, tensor.scalar_type(), call.what);
   if (tensor.numel() == 0) return call.work({}, nullptr);
-  at::Tensor data = contiguous(tensor);
-  if (comm::needs_local_reduction(op, tensor.scalar_type())) {
+  at::Tensor data = wire_tensor(call, tensor);
+  if (comm::needs_local_reduction(op, tensor.scalar_type(), call.nccl())) {
     Work w = gather_and_reduce(call, data, data, op, call.impl->rank == dst);
     w.wait();
     copy_back(data, tensor)();
@@ -246,7 +262,7 @@ Work allgather_async(const at::Tensor& send, at::Tensor& recv, const ProcessGrou
                           comm::describe_tensor(send) + ", recv " + comm::describe_tensor(recv));
   }
   if (send.numel() == 0) return call.work({}, nullptr);
-  at::Tensor in = contiguous(send), out = contiguous(recv);
+  at::Tensor in = wire_tensor(call, send), out = wire_tensor(call, recv, false);
   auto w = launch_allgather(call, in, out);
   return call.work({w}, copy_back(out, recv));
 }
@@ -272,8 +288,8 @@ void reduce_scatter(const at::Tensor& send, at::Tensor& recv, ReduceOp op,
   if (recv.numel() == 0) return;
   // Every rank sends chunk j to rank j, then reduces the chunks it received,
   // in rank order: (n-1)/n of the data crosses the network, as in a ring.
-  at::Tensor in = contiguous(send);
-  at::Tensor chunks = at::empty({call.size(), recv.numel()}, send.options());
+  at::Tensor in = wire_tensor(call, send);
+  at::Tensor chunks = at::empty({call.size(), recv.numel()}, in.options());
   call.work({launch_alltoall(call, in, chunks)}, nullptr).wait();
   recv.view({-1}).copy_(comm::reduce_rows(chunks, op));
 }
@@ -293,7 +309,7 @@ Work alltoall_async(const at::Tensor& send, at::Tensor& recv, const ProcessGroup
                           comm::describe_tensor(recv));
   }
   if (send.numel() == 0) return call.work({}, nullptr);
-  at::Tensor in = contiguous(send), out = contiguous(recv);
+  at::Tensor in = wire_tensor(call, send), out = wire_tensor(call, recv, false);
   auto w = launch_alltoall(call, in, out);
   return call.work({w}, copy_back(out, recv));
 }
@@ -311,7 +327,7 @@ void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group) {
   if (dst == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot send to itself");
   if (call.impl->verify) comm::verify_send(*call.impl, tensor, dst);
   if (tensor.numel() == 0) return;
-  std::vector<at::Tensor> tensors{as_bytes(contiguous(tensor))};
+  std::vector<at::Tensor> tensors{as_bytes(wire_tensor(call, tensor))};
   call.work({call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag); })}, nullptr)
       .wait();
 }
@@ -323,7 +339,7 @@ void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group) {
   if (src == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot receive from itself");
   if (call.impl->verify) comm::verify_recv(*call.impl, tensor, src);
   if (tensor.numel() == 0) return;
-  at::Tensor data = contiguous(tensor);
+  at::Tensor data = wire_tensor(call, tensor);
   std::vector<at::Tensor> tensors{as_bytes(data)};
   call.work({call.launch([&](comm::Backend& b) { return b.recv(tensors, src, kDataTag); })},
             copy_back(data, tensor))

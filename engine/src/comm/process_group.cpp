@@ -107,8 +107,9 @@ void gather_layout(World& world, Backend& backend) {
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world.world_size; ++r) outputs[0].push_back(all[r]);
   if (world.backend == "nccl") {
-    inputs[0] = inputs[0].cuda();
-    for (auto& t : outputs[0]) t = t.cuda();
+    const at::Device gpu(at::kCUDA, static_cast<c10::DeviceIndex>(world.cuda_device));
+    inputs[0] = inputs[0].to(gpu);
+    for (auto& t : outputs[0]) t = t.to(gpu);
   }
   backend.allgather(outputs, inputs)->wait();
   world.node_of.resize(world.world_size);
@@ -149,7 +150,7 @@ std::shared_ptr<ProcessGroup> sub_group(ProcessGroup& group, bool intra) {
   const World& w = *impl.world;
   std::string suffix = intra ? "intra" + std::to_string(w.node_rank) + "/"
                              : "inter" + std::to_string(w.local_rank) + "/";
-  slot = make_group(impl.world, members, impl.prefix + suffix);
+  slot = make_group(impl.world, members, impl.prefix + suffix, impl.backend_name);
   slot->set_verify_collectives(impl.verify.load());
   return slot;
 }
@@ -171,7 +172,7 @@ std::shared_ptr<ProcessGroup> leaders_group(ProcessGroup& group) {
     impl.leaders_is_self = true;
     return group.shared_from_this();
   }
-  impl.leaders = make_group(impl.world, leaders, impl.prefix + "leaders/");
+  impl.leaders = make_group(impl.world, leaders, impl.prefix + "leaders/", impl.backend_name);
   impl.leaders->set_verify_collectives(impl.verify.load());
   return impl.leaders;
 }
@@ -188,9 +189,11 @@ void make_sub_groups(ProcessGroup& group) {
 
 std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
                                          const std::vector<int>& ranks,
-                                         const std::string& prefix) {
+                                         const std::string& prefix,
+                                         const std::string& backend) {
   auto impl = std::make_shared<ProcessGroup::Impl>();
   impl->world = world;
+  impl->backend_name = backend.empty() ? world->backend : backend;
   impl->ranks = ranks;
   impl->prefix = prefix;
   impl->verify = world->verify_default;
@@ -200,9 +203,13 @@ std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
     auto store = make_prefix_store(prefix, world->store);
     int size = static_cast<int>(ranks.size());
     try {
-      impl->backend = world->backend == "nccl"
+      impl->backend = impl->backend_name == "nccl"
                           ? make_nccl(store, impl->rank, size, world->timeout)
                           : make_gloo(store, impl->rank, size, world->timeout, world->loopback_only);
+      if (impl->backend_name == "nccl") {
+        std::lock_guard<std::mutex> lock(world->nccl_mutex);
+        world->nccl_backends.push_back(impl->backend);
+      }
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -210,6 +217,21 @@ std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
     }
   }
   return std::make_shared<ProcessGroup>(impl);
+}
+
+void release_nccl_backends(World& world) {
+  std::vector<BackendPtr> backends;
+  {
+    std::lock_guard<std::mutex> lock(world.nccl_mutex);
+    backends.swap(world.nccl_backends);
+  }
+  for (auto& b : backends) {
+    try {
+      release_nccl(b);
+    } catch (const std::exception&) {
+      // Exiting anyway; the communicator is gone either way.
+    }
+  }
 }
 
 }  // namespace comm
@@ -226,7 +248,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) 
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return static_cast<int>(impl_->ranks.size()); }
 const std::vector<int>& ProcessGroup::ranks() const { return impl_->ranks; }
-std::string ProcessGroup::backend() const { return impl_->world->backend; }
+std::string ProcessGroup::backend() const { return impl_->backend_name; }
 void ProcessGroup::set_verify_collectives(bool on) {
   impl_->verify = on;
   std::lock_guard<std::mutex> lock(impl_->sub_mutex);
@@ -235,13 +257,21 @@ void ProcessGroup::set_verify_collectives(bool on) {
   }
 }
 bool ProcessGroup::verify_collectives() const { return impl_->verify; }
-std::shared_ptr<ProcessGroup> ProcessGroup::duplicate() {
+std::shared_ptr<ProcessGroup> ProcessGroup::duplicate(const std::string& backend) {
+  if (!backend.empty() && backend != "gloo" && backend != "nccl") {
+    throw InvalidArgument("duplicate: unknown backend '" + backend + "' (expected gloo or nccl)");
+  }
+  if (backend == "nccl" && impl_->world->cuda_device < 0) {
+    throw InvalidArgument("duplicate: backend nccl needs the default group on NCCL (one GPU per rank); it is on " +
+                          impl_->world->backend);
+  }
   int n;
   {
     std::lock_guard<std::mutex> lock(impl_->sub_mutex);
     n = impl_->duplicates++;
   }
-  auto copy = comm::make_group(impl_->world, impl_->ranks, impl_->prefix + "dup" + std::to_string(n) + "/");
+  auto copy = comm::make_group(impl_->world, impl_->ranks, impl_->prefix + "dup" + std::to_string(n) + "/",
+                               backend.empty() ? impl_->backend_name : backend);
   copy->set_verify_collectives(impl_->verify.load());
   comm::make_sub_groups(*copy);
   return copy;
@@ -251,6 +281,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::inter_node_group() { return comm::su
 std::shared_ptr<ProcessGroup> ProcessGroup::node_leaders_group() { return comm::leaders_group(*this); }
 
 // ---------------------------------------------------------------- init
+
+namespace {
+void destroy_at_exit() {
+  try {
+    destroy_process_group();
+  } catch (const std::exception&) {
+    // Exiting anyway.
+  }
+}
+}  // namespace
 
 void init_process_group(const InitOptions& options) {
   auto& g = comm::global();
@@ -303,12 +343,19 @@ void init_process_group(const InitOptions& options) {
   }
   std::string backend = options.backend;
   if (const char* b = std::getenv("BAGUA_BACKEND"); b && *b) backend = b;
-  if (backend == "auto") backend = comm::cuda_available() ? "nccl" : "gloo";
-  if (backend != "gloo" && backend != "nccl") {
+  if (backend != "auto" && backend != "gloo" && backend != "nccl") {
     throw ConfigError("unknown backend '" + backend + "' (expected auto, gloo or nccl)");
   }
-  world->backend = backend;
-  if (backend == "nccl") comm::set_cuda_device(world->local_rank);
+  // A rank "owns" a GPU when its node has at least one visible GPU per local
+  // worker: NCCL cannot put two ranks of a group on one device.
+  const int gpus = comm::cuda_device_count();
+  const bool owns_gpu = gpus > 0 && gpus >= world->local_size;
+  if (backend == "nccl" && comm::cuda_built() && !owns_gpu) {
+    throw ConfigError("backend nccl needs one GPU per worker, but this node has " + std::to_string(gpus) +
+                      " visible GPU(s) for LOCAL_WORLD_SIZE=" + std::to_string(world->local_size) +
+                      " workers (NCCL cannot put two ranks on one GPU); use backend gloo, which takes CUDA "
+                      "tensors too, or fewer workers per node");
+  }
   std::string addr = addr_raw;
   world->loopback_only = comm::is_loopback(addr);
 
@@ -325,7 +372,30 @@ void init_process_group(const InitOptions& options) {
                     std::to_string(*port) + " within " +
                     comm::format_seconds(world->timeout) + " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
   }
+  if (backend == "auto") {
+    world->store->set("bagua/owns_gpu/" + std::to_string(world->rank),
+                      std::vector<uint8_t>{static_cast<uint8_t>(owns_gpu ? 1 : 0)});
+  }
   comm::wait_for_all_ranks(*world);
+  if (backend == "auto") {
+    // Every rank reads every rank's answer, so all pick the same backend.
+    bool all_own = true;
+    for (int r = 0; r < world->world_size && all_own; ++r) {
+      auto v = world->store->get("bagua/owns_gpu/" + std::to_string(r));
+      all_own = !v.empty() && v[0] == 1;
+    }
+    backend = all_own ? "nccl" : "gloo";
+  }
+  world->backend = backend;
+  if (backend == "nccl") {
+    world->cuda_device = world->local_rank;
+    comm::set_cuda_device(world->cuda_device);
+    // NCCL groups must be gone before CUDA shuts down at exit (c10d's
+    // destructor calls into CUDA). Registered after CUDA started, so it runs
+    // before CUDA's own teardown.
+    static const bool registered = std::atexit(destroy_at_exit) == 0;
+    (void)registered;
+  }
 
   std::vector<int> all(world->world_size);
   for (int r = 0; r < world->world_size; ++r) all[r] = r;
@@ -347,6 +417,7 @@ bool is_initialized() {
 void destroy_process_group() {
   auto& g = comm::global();
   std::lock_guard<std::mutex> lock(g.mutex);
+  if (g.world) comm::release_nccl_backends(*g.world);
   g.default_group.reset();
   g.world.reset();
 }

@@ -26,11 +26,19 @@ struct World {
   std::vector<int> node_of;        // global rank -> node
   std::vector<int> local_rank_of;  // global rank -> local rank
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  std::string backend;  // "gloo" | "nccl"
+  std::string backend;  // the default group's: "gloo" | "nccl"
+  int cuda_device = -1;  // this rank's GPU with NCCL (LOCAL_RANK), else -1
   bool verify_default = true;
   bool loopback_only = false;
   int next_group_id = 0;  // new_group() calls so far (same on every rank)
+  // Every NCCL backend made for this world, released before exit (see
+  // comm::release_nccl) and by destroy_process_group().
+  std::mutex nccl_mutex;
+  std::vector<BackendPtr> nccl_backends;
 };
+
+// Releases the NCCL backends of `world` (idempotent).
+void release_nccl_backends(World& world);
 
 // Formats "[0, 1, 3]".
 std::string format_ranks(const std::vector<int>& ranks);
@@ -42,6 +50,7 @@ namespace bagua {
 struct ProcessGroup::Impl {
   std::shared_ptr<comm::World> world;
   comm::BackendPtr backend;  // null when this process is not a member
+  std::string backend_name;  // "gloo" | "nccl"
   std::vector<int> ranks;    // global ranks, in group order
   int rank = -1;             // group rank of this process
   std::string prefix;        // store prefix; subgroups extend it
@@ -63,9 +72,11 @@ struct ProcessGroup::Impl {
 namespace comm {
 // Creates a group whose members are `ranks` (global); every member must call
 // it with the same arguments. Non-members get a group with rank -1.
+// `backend` empty: the world's.
 std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
                                          const std::vector<int>& ranks,
-                                         const std::string& prefix);
+                                         const std::string& prefix,
+                                         const std::string& backend = "");
 // Creates the intra-node, inter-node and node-leader sub-groups of `group`
 // (a no-op for non-members); every member calls it at the same point.
 void make_sub_groups(ProcessGroup& group);

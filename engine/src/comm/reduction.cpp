@@ -22,8 +22,9 @@ void check_op_supported(ReduceOp op, at::ScalarType type, const std::string& wha
   }
 }
 
-bool needs_local_reduction(ReduceOp op, at::ScalarType type) {
-  return at::isComplexType(type) && op == ReduceOp::PRODUCT;
+bool needs_local_reduction(ReduceOp op, at::ScalarType type, bool nccl) {
+  const bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
+  return (at::isComplexType(type) && op == ReduceOp::PRODUCT) || (nccl && bitwise);
 }
 
 WirePlan plan_wire_reduction(const at::Tensor& target, ReduceOp op, int group_size, bool nccl) {

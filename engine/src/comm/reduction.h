@@ -16,8 +16,9 @@ namespace bagua::comm {
 void check_op_supported(ReduceOp op, at::ScalarType type, const std::string& what);
 
 // True when this (dtype, op) is reduced by gathering every rank's data and
-// reducing locally, because no backend reduces it natively.
-bool needs_local_reduction(ReduceOp op, at::ScalarType type);
+// reducing locally, because the backend does not reduce it natively
+// (complex PRODUCT anywhere; bitwise ops on NCCL).
+bool needs_local_reduction(ReduceOp op, at::ScalarType type, bool nccl);
 
 // The tensor that goes on the wire, the op the backend applies, and the step
 // that turns the wire result into the caller's result in `target`.

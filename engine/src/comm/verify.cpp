@@ -92,7 +92,8 @@ std::string describe_tensor(const at::Tensor& t) {
 }
 
 at::Tensor on_backend_device(const ProcessGroup::Impl& group, const at::Tensor& t) {
-  return group.world->backend == "nccl" ? t.cuda() : t;
+  if (group.backend_name != "nccl") return t.is_cuda() ? t.cpu() : t;
+  return t.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(group.world->cuda_device)));
 }
 
 void verify_signature(ProcessGroup::Impl& group, const Signature& mine) {

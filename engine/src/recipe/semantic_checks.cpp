@@ -201,6 +201,17 @@ struct Checker {
             std::to_string(nnodes->get<int64_t>() - 1) + ", found " + rank->dump());
   }
 
+  // NCCL communicates GPU memory only: a CPU run on it would stage every
+  // tensor through the GPU for nothing.
+  void check_device() {
+    const json* device = at("train.device");
+    const json* backend = at("distributed.backend");
+    if (device && backend && *device == "cpu" && *backend == "nccl")
+      error(tree.written("distributed.backend") ? "distributed.backend" : "train.device",
+            "backend nccl needs the workers on GPUs (train.device cuda or auto); with train.device cpu use "
+            "backend gloo or auto");
+  }
+
   void check_csv_columns(const std::string& source) {
     const json* s = at(source);
     if (!s || !s->is_object() || s->value("format", "") != "csv") return;
@@ -245,6 +256,7 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   c.check_fused();
   c.check_optimizers();
   c.check_layout();
+  c.check_device();
   c.check_csv_columns("data.train");
   c.check_csv_columns("data.eval");
   c.check_resume();

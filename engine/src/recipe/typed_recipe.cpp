@@ -22,6 +22,7 @@ const char* const kSamplerNames[] = {"distributed", "load_balancing"};
 const char* const kOptimizerNames[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "qadam"};
 const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};
 const char* const kBackendNames[] = {"auto", "gloo", "nccl"};
+const char* const kDeviceNames[] = {"auto", "cpu", "cuda"};
 }  // namespace
 
 const char* to_string(Loss v) { return kLossNames[static_cast<int>(v)]; }
@@ -30,6 +31,7 @@ const char* to_string(SamplerType v) { return kSamplerNames[static_cast<int>(v)]
 const char* to_string(OptimizerType v) { return kOptimizerNames[static_cast<int>(v)]; }
 const char* to_string(SchedulerType v) { return kSchedulerNames[static_cast<int>(v)]; }
 const char* to_string(Backend v) { return kBackendNames[static_cast<int>(v)]; }
+const char* to_string(Device v) { return kDeviceNames[static_cast<int>(v)]; }
 
 std::optional<int64_t> parse_byte_size(std::string_view text) {
   size_t i = 0;
@@ -199,6 +201,7 @@ Recipe to_typed_recipe(const json& doc) {
   else if (every == "never") r.train.eval_every.kind = EvalSchedule::Kind::kNever;
   else r.train.eval_every = {EvalSchedule::Kind::kSteps, every.get<int64_t>()};
   if (!t.at("threads").is_null()) r.train.threads = t.at("threads").get<int>();
+  r.train.device = enum_from<Device>(t.at("device").get<std::string>(), kDeviceNames);
 
   const json& c = doc.at("checkpoint");
   r.checkpoint.every_steps = optional_int(c.at("every_steps"));

@@ -2,6 +2,8 @@
 
 #include <bagua/errors.h>
 
+#include "common/libtorch_compat.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize.h>
 
@@ -76,7 +78,7 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
   const fs::path final_dir = fs::path(dir) / step_name(pos.step);
   const fs::path tmp = fs::path(dir) / ("." + step_name(pos.step) + ".tmp");
   if (leader) {
-    fs::remove_all(tmp);
+    bagua::compat::remove_all(tmp);
   }
   barrier(group);
   fs::create_directories(tmp);
@@ -87,8 +89,9 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
   }
   if (leader) {
     torch::serialize::OutputArchive model;
-    for (const auto& [name, t] : parameters) model.write(name, t.detach(), /*is_buffer=*/false);
-    for (const auto& [name, t] : buffers) model.write(name, t.detach(), /*is_buffer=*/true);
+    // Host copies: a checkpoint written on GPUs loads anywhere.
+    for (const auto& [name, t] : parameters) model.write(name, t.detach().cpu(), /*is_buffer=*/false);
+    for (const auto& [name, t] : buffers) model.write(name, t.detach().cpu(), /*is_buffer=*/true);
     model.save_to((tmp / "model.pt").string());
     for (size_t i = 0; i < optimizers.size(); ++i) {
       torch::save(*optimizers[i], (tmp / ("optimizer-" + std::to_string(i) + ".pt")).string());
@@ -108,16 +111,16 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
   }
   barrier(group);  // every rank's RNG file is in place
   if (leader) {
-    fs::remove_all(final_dir);
+    bagua::compat::remove_all(final_dir);
     fs::rename(tmp, final_dir);
     fsync_path(dir);
     auto all = complete_checkpoints(dir);
-    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove_all(all[i].second);
+    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i) bagua::compat::remove_all(all[i].second);
   }
   barrier(group);  // renamed: on machines without rank 0's filesystem, drop the local leftovers
   if (!leader && get_local_rank() == 0) {
     std::error_code ec;
-    fs::remove_all(tmp, ec);
+    bagua::compat::remove_all(tmp, ec);
   }
 }
 
@@ -171,8 +174,10 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
   }
   if (group->rank() == 0) {
     torch::NoGradGuard no_grad;
+    // Tensors land on the device the run trains on, whatever wrote them.
+    const at::Device device = parameters.empty() ? at::Device(at::kCPU) : parameters.front().second.device();
     torch::serialize::InputArchive model;
-    model.load_from((fs::path(where) / "model.pt").string());
+    model.load_from((fs::path(where) / "model.pt").string(), device);
     for (const auto& [name, t] : parameters) {
       at::Tensor loaded;
       if (!model.try_read(name, loaded)) {
@@ -186,7 +191,7 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
       if (model.try_read(name, loaded, /*is_buffer=*/true)) t.detach().copy_(loaded);
     }
     for (size_t i = 0; i < optimizers.size(); ++i) {
-      torch::load(*optimizers[i], (fs::path(where) / ("optimizer-" + std::to_string(i) + ".pt")).string());
+      torch::load(*optimizers[i], (fs::path(where) / ("optimizer-" + std::to_string(i) + ".pt")).string(), device);
     }
   }
   fs::path rng = fs::path(where) / ("rng-rank-" + std::to_string(get_rank()) + ".pt");

@@ -6,11 +6,13 @@
 #include <bagua/errors.h>
 #include <bagua/trainer.h>
 
+#include "comm/c10d_compat.h"
 #include "train/checkpoint.h"
 #include "train/components.h"
 #include "train/run_log.h"
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -58,6 +60,38 @@ at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vec
   return out.toTensor();
 }
 
+// A batch on the training device (the host-to-device copies are queued on
+// the current stream; nothing waits for them here).
+Batch to_device(Batch b, const at::Device& device) {
+  if (device.is_cpu()) return b;
+  b.input = b.input.to(device, /*non_blocking=*/true);
+  if (b.target.defined()) b.target = b.target.to(device, /*non_blocking=*/true);
+  return b;
+}
+
+Error no_gpu_error() {
+#ifdef BAGUA_WITH_CUDA
+  return Error("train.device is cuda, but no GPU is visible here (check nvidia-smi and CUDA_VISIBLE_DEVICES), or "
+               "set train.device to auto or cpu",
+               true);
+#else
+  return Error("train.device is cuda, but this bagua was built without CUDA (LibTorch CPU); build it against a "
+               "CUDA LibTorch (scripts/build.sh --cuda, docs/building.md), or set train.device to auto or cpu",
+               true);
+#endif
+}
+
+// train.device resolved for this worker: GPU LOCAL_RANK modulo the visible
+// GPUs, or the CPU. Makes that GPU the current device.
+at::Device pick_device(Device wanted, int local_rank) {
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (wanted == Device::kCpu || (wanted == Device::kAuto && gpus == 0)) return at::Device(at::kCPU);
+  if (gpus == 0) throw no_gpu_error();
+  const int index = local_rank % gpus;
+  comm::set_cuda_device(index);
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
 struct EvalResult {
   double loss = 0;
   std::optional<double> accuracy;
@@ -67,7 +101,7 @@ struct EvalResult {
 // Every rank evaluates the samples r, r + world, ... (no padding, so no
 // sample counts twice), then the sums are reduced.
 EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Dataset& dataset,
-                    const ProcessGroupPtr& group) {
+                    const ProcessGroupPtr& group, const at::Device& device) {
   torch::NoGradGuard no_grad;
   module.eval();
   const int rank = group->rank(), world = group->size();
@@ -76,7 +110,7 @@ EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Data
   double loss_sum = 0, correct = 0;
   const bool classify = train::is_classification(recipe.model.loss);
   for (const auto& idx : make_batches(mine, recipe.data.batch_size)) {
-    Batch b = dataset.get_batch(idx);
+    Batch b = to_device(dataset.get_batch(idx), device);
     const double n = static_cast<double>(idx.size());
     if (recipe.model.loss == Loss::kModel) {
       loss_sum += forward_output(module, nullptr, {b.input, b.target}).item<double>() * n;
@@ -118,9 +152,7 @@ void check_supported(const Recipe& recipe) {
     unsupported("data.sampler.type", "the load_balancing sampler");
   }
   if (recipe.data.cache) unsupported("data.cache", "the Redis dataset cache");
-  if (recipe.distributed.backend == Backend::kNccl) {
-    unsupported("distributed.backend", "training on GPUs (backend nccl)");
-  }
+  if (recipe.train.device == Device::kCuda && torch::cuda::device_count() == 0) throw no_gpu_error();
   for (size_t i = 0; i < recipe.optimizers.size(); ++i) {
     if (recipe.optimizers[i].type == OptimizerType::kQAdam) {
       unsupported("optimizers[" + std::to_string(i) + "].type", "the qadam optimizer");
@@ -139,11 +171,14 @@ TrainOutcome run_worker(const Recipe& recipe) {
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);
 
+  // The device first: a worker on the CPU never asks for NCCL.
+  const char* local_rank_env = std::getenv("LOCAL_RANK");
+  const at::Device device = pick_device(recipe.train.device, local_rank_env ? std::atoi(local_rank_env) : 0);
   InitOptions init;
   init.timeout = std::chrono::seconds(recipe.distributed.timeout_s);
-  // The training loop keeps model and data on the CPU in this version, so
-  // `auto` means Gloo here even where a GPU is visible.
-  init.backend = recipe.distributed.backend == Backend::kAuto ? "gloo" : to_string(recipe.distributed.backend);
+  init.backend = device.is_cpu() && recipe.distributed.backend == Backend::kAuto
+                     ? "gloo"
+                     : to_string(recipe.distributed.backend);
   if (!is_initialized()) init_process_group(init);
   const int rank = get_rank(), world = get_world_size();
   at::set_num_threads(recipe.train.threads.value_or(default_threads()));
@@ -153,6 +188,7 @@ TrainOutcome run_worker(const Recipe& recipe) {
 
   torch::manual_seed(recipe.train.seed);
   torch::jit::Module module = torch::jit::load(recipe.model.torchscript);
+  module.to(device);
   module.train();
   auto train_data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss));
   std::shared_ptr<Dataset> eval_data;
@@ -163,7 +199,9 @@ TrainOutcome run_worker(const Recipe& recipe) {
   for (const auto& b : module.named_buffers(true)) buffers.emplace_back(b.name, b.value);
   auto built = train::build_optimizers(recipe.optimizers, params);
 
-  auto control = default_group()->duplicate();  // the loop's own small collectives
+  // The loop's own small collectives (stop flags, metrics, checksums) on
+  // CPU tensors over Gloo, so they never wait on the GPU's stream.
+  auto control = default_group()->duplicate("gloo");
   control->set_verify_collectives(false);
 
   TrainOutcome outcome;
@@ -215,8 +253,9 @@ TrainOutcome run_worker(const Recipe& recipe) {
                     pos.step);
   if (rank == 0) {
     std::ofstream(out_dir / "recipe.resolved.yaml") << resolved_recipe_yaml(recipe);
-    log.say("bagua run " + recipe.name + ": " + std::to_string(world) + " workers, " + recipe.algorithm.name +
-            ", train " + train_data->describe());
+    log.say("bagua run " + recipe.name + ": " + std::to_string(world) + " workers on " +
+            (device.is_cpu() ? std::string("CPUs") : "GPUs (rank 0 on " + device.str() + ")") + " over " +
+            default_group()->backend() + ", " + recipe.algorithm.name + ", train " + train_data->describe());
     if (eval_data) log.say("eval " + eval_data->describe());
     log.say(std::to_string(per_epoch) + " steps per epoch of batch " + std::to_string(batch) + " per worker, " +
             std::to_string(total) + " steps in all; output in " + out_dir.string());
@@ -234,7 +273,7 @@ TrainOutcome run_worker(const Recipe& recipe) {
   auto run_eval = [&](int64_t epoch) {
     if (!eval_data) return;
     last_eval_step = pos.step;
-    EvalResult e = evaluate(recipe, module, *eval_data, control);
+    EvalResult e = evaluate(recipe, module, *eval_data, control, device);
     outcome.eval_loss = e.loss;
     outcome.eval_accuracy = e.accuracy;
     log.eval({pos.step, epoch + 1, e.loss, e.accuracy, e.samples, log.elapsed()});
@@ -243,7 +282,10 @@ TrainOutcome run_worker(const Recipe& recipe) {
   at::Tensor stop_flag;
   Work stop_work;
   bool stop_pending = false;
-  double window_loss = 0, window_samples = 0, window_steps = 0;
+  // The loss is summed on the training device and read once per log window,
+  // so a GPU run does not wait for every step to finish.
+  at::Tensor window_loss_sum = torch::zeros({}, at::TensorOptions().dtype(torch::kDouble).device(device));
+  double window_samples = 0, window_steps = 0;
   auto window_start = std::chrono::steady_clock::now();
   bool done = pos.step >= total;
   for (int64_t epoch = pos.epoch; !done && epoch < recipe.train.epochs; ++epoch) {
@@ -273,7 +315,7 @@ TrainOutcome run_worker(const Recipe& recipe) {
         done = true;
         break;
       }
-      Batch data_batch = train_data->get_batch(batches[b]);
+      Batch data_batch = to_device(train_data->get_batch(batches[b]), device);
       for (size_t i = 0; i < built.optimizers.size(); ++i) {
         train::set_lr(*built.optimizers[i], train::scheduled_lr(recipe.scheduler, built.base_lrs[i], pos.step, total));
       }
@@ -286,18 +328,19 @@ TrainOutcome run_worker(const Recipe& recipe) {
       loss.backward();
       ddp->step();
       ++pos.step;
-      window_loss += loss.item<double>();
+      window_loss_sum.add_(loss.detach().to(torch::kDouble));
       window_steps += 1;
       window_samples += static_cast<double>(batches[b].size());
       if (pos.step % recipe.train.log_every_steps == 0 || pos.step == total) {
-        at::Tensor w = torch::tensor({window_loss, window_steps, window_samples}, torch::kDouble);
+        at::Tensor w = torch::tensor({window_loss_sum.item<double>(), window_steps, window_samples}, torch::kDouble);
         allreduce(w, ReduceOp::SUM, control);
         auto now = std::chrono::steady_clock::now();
         double seconds = std::chrono::duration<double>(now - window_start).count();
         outcome.last_loss = w[0].item<double>() / std::max(1.0, w[1].item<double>());
         log.step({pos.step, epoch + 1, outcome.last_loss, built.optimizers[0]->param_groups()[0].options().get_lr(),
                   seconds > 0 ? w[2].item<double>() / seconds : 0.0, log.elapsed()});
-        window_loss = window_steps = window_samples = 0;
+        window_loss_sum.zero_();
+        window_steps = window_samples = 0;
         window_start = now;
       } else {
         log.tick(pos.step, epoch + 1);
@@ -332,7 +375,9 @@ TrainOutcome run_worker(const Recipe& recipe) {
     // Synchronous algorithms keep every rank's weights identical; check it
     // once at the end (a checksum per rank) so silent divergence cannot pass.
     std::vector<at::Tensor> parts;
-    for (const auto& [name, p] : ddp->bagua_build_params()) parts.push_back(p.detach().reshape({-1}).to(torch::kDouble));
+    for (const auto& [name, p] : ddp->bagua_build_params()) {
+      parts.push_back(p.detach().reshape({-1}).to(torch::kCPU, torch::kDouble));
+    }
     at::Tensor flat = torch::cat(parts);
     at::Tensor mine = torch::stack({flat.sum(), (flat * torch::arange(flat.numel(), torch::kDouble)).sum()});
     at::Tensor all = torch::zeros({world, 2}, torch::kDouble);
@@ -344,7 +389,14 @@ TrainOutcome run_worker(const Recipe& recipe) {
                   : "WARNING: final weights differ between workers");
     save(pos);  // the final state: a later `resume: auto` finds the run complete
     if (rank == 0) {
-      module.save((out_dir / "model.pt").string());
+      if (device.is_cpu()) {
+        module.save((out_dir / "model.pt").string());
+      } else {
+        // A host copy, so model.pt loads on machines without a GPU too.
+        torch::jit::Module host = module.clone();
+        host.to(torch::kCPU);
+        host.save((out_dir / "model.pt").string());
+      }
       log.say("done: " + std::to_string(pos.step) + " steps; model in " + (out_dir / "model.pt").string());
     }
   }

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""One-GPU `bagua run` against a plain PyTorch training loop, in one run.
+
+    python3 bench/gpu_vs_torch.py --bagua build-cuda/cli/bagua [--repeats 3] [--steps 3000] [--window 250]
+
+Needs a PyTorch with CUDA (the `python3` that has it) and a CUDA build of
+bagua (scripts/build.sh --cuda). Both train the same TorchScript model on
+Fashion-MNIST on GPU 0: batch 64, SGD (lr 0.05, momentum 0.9), constant lr,
+samples reshuffled every epoch, images gathered on the host per batch and
+copied to the GPU, the loss summed on the GPU and read once per window.
+bagua runs as `bagua run` with one worker (NCCL); PyTorch as a plain loop
+in this process. The figure is samples/s per window of --window steps,
+the first window (warm-up) left out, median over windows; the two
+alternate --repeats times. Models: the quickstart MLP (784-256-10) and a
+wider MLP (784-1024-1024-10, exported here with torch.jit.script).
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FMNIST = "/usr/share/datasets/fashion-mnist/"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def torch_loop(model_path, steps, window, batch, device):
+    images = torch.from_numpy(read_idx(FMNIST + "train-images-idx3-ubyte.gz").copy()).float().div_(255.0)
+    images = images.view(-1, 1, 28, 28)
+    labels = torch.from_numpy(read_idx(FMNIST + "train-labels-idx1-ubyte.gz").copy()).long()
+    torch.manual_seed(0)
+    model = torch.jit.load(model_path).to(device)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(0)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    rates, step, epoch = [], 0, 0
+    t0 = time.perf_counter()
+    while step < steps:
+        order = torch.randperm(len(images), generator=gen)
+        for b in range(0, len(order) - batch + 1, batch):
+            idx = order[b:b + batch]
+            x = images[idx].to(device, non_blocking=True)
+            y = labels[idx].to(device, non_blocking=True)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach().double()
+            step += 1
+            if step % window == 0:
+                loss_sum.item()  # one sync per window, as bagua's metrics do
+                loss_sum.zero_()
+                t1 = time.perf_counter()
+                rates.append(window * batch / (t1 - t0))
+                t0 = t1
+            if step >= steps:
+                break
+        epoch += 1
+    return rates
+
+
+def bagua_run(bagua, tmp, model_path, steps, window, batch):
+    out = os.path.join(tmp, "bagua-out")
+    recipe = os.path.join(tmp, "bench.yaml")
+    with open(recipe, "w") as f:
+        f.write(f"""name: gpu-bench
+model: {{torchscript: {model_path}, loss: cross_entropy}}
+data:
+  train: {{format: idx, images: {FMNIST}train-images-idx3-ubyte.gz, labels: {FMNIST}train-labels-idx1-ubyte.gz}}
+  batch_size: {batch}
+optimizers: [{{type: sgd, lr: 0.05, momentum: 0.9}}]
+algorithm: {{name: gradient_allreduce}}
+distributed: {{nproc_per_node: 1}}
+train: {{epochs: 100, max_steps: {steps}, log_every_steps: {window}, eval_every: never, device: cuda}}
+checkpoint: {{resume: never, every_steps: 100000000}}
+output: {{dir: {out}}}
+""")
+    subprocess.run([bagua, "run", recipe], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    rates = []
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            j = json.loads(line)
+            if "samples_per_s" in j:
+                rates.append(j["samples_per_s"])
+    return rates
+
+
+def export_wide(path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    torch.jit.script(model).save(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bagua", default=os.path.join(ROOT, "build-cuda", "cli", "bagua"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--window", type=int, default=250)
+    ap.add_argument("--batch", type=int, default=64)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_vs_torch: this python's torch sees no GPU")
+    device = torch.device("cuda", 0)
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, batch {args.batch}, "
+          f"{args.steps} steps, samples/s per {args.window}-step window (median, first window left out)")
+    with tempfile.TemporaryDirectory() as tmp:
+        wide = os.path.join(tmp, "wide.pt")
+        export_wide(wide)
+        models = [("mlp 784-256-10", os.path.join(ROOT, "recipes", "models", "mlp.pt")),
+                  ("mlp 784-1024-1024-10", wide)]
+        print(f"{'model':>22} {'round':>5} {'bagua':>10} {'pytorch':>10} {'ratio':>7}")
+        for name, path in models:
+            ratios = []
+            for r in range(args.repeats):
+                b = statistics.median(bagua_run(args.bagua, tmp, path, args.steps, args.window, args.batch)[1:])
+                t = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device)[1:])
+                ratios.append(b / t)
+                print(f"{name:>22} {r + 1:>5} {b:>10.0f} {t:>10.0f} {b / t:>7.3f}", flush=True)
+            print(f"{name:>22} bagua/pytorch median {statistics.median(ratios):.3f} "
+                  f"(spread {min(ratios):.3f}-{max(ratios):.3f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
