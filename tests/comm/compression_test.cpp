@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace {
@@ -22,12 +23,19 @@ std::vector<uint8_t> reference_chunk(const float* x, int64_t n) {
   float lo = 0, hi = 0;
   bool any = false;
   for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i])) continue;
     if (!any || x[i] < lo) lo = x[i];
     if (!any || x[i] > hi) hi = x[i];
     any = true;
   }
   std::vector<uint8_t> out(32 + n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) {  // a marked chunk: NaN header, zero bytes
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(out.data(), &nan, 4);
+      std::memcpy(out.data() + 4, &nan, 4);
+      return out;
+    }
+  }
   std::memcpy(out.data(), &lo, 4);
   std::memcpy(out.data() + 4, &hi, 4);
   const float scale = static_cast<float>(255.0 / static_cast<double>(hi - lo + 1e-7f));
@@ -35,7 +43,7 @@ std::vector<uint8_t> reference_chunk(const float* x, int64_t n) {
   const float lower = upper - 255.0f;
   for (int64_t i = 0; i < n; ++i) {
     float level = std::rint(x[i] * scale);
-    if (std::isnan(level) || level > upper) level = upper;
+    if (level > upper) level = upper;
     // Saturating conversion to a byte, as CUDA's float -> uint8 does.
     float v = level - lower;
     out[32 + i] = static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
@@ -139,18 +147,28 @@ TEST(MinMaxUInt8, ChunksAreIndependentlyDecompressible) {
   }
 }
 
-TEST(MinMaxUInt8, ConstantZeroAndNanChunks) {
+TEST(MinMaxUInt8, ConstantAndZeroChunksComeBack) {
   at::Tensor back = at::empty({4});
   MinMaxUInt8::decompress(MinMaxUInt8::compress(at::zeros({4})), back);
   EXPECT_TRUE(at::equal(back, at::zeros({4})));
   MinMaxUInt8::decompress(MinMaxUInt8::compress(at::full({4}, 2.5f)), back);
   EXPECT_LT((back - 2.5f).abs().max().item<float>(), 1e-5f);
-  // A NaN takes no part in min/max; the finite values keep their precision.
-  at::Tensor with_nan = at::tensor({0.0f, NAN, 1.0f, 0.5f});
-  MinMaxUInt8::decompress(MinMaxUInt8::compress(with_nan), back);
-  EXPECT_NEAR(back[0].item<float>(), 0.0f, 0.5f / 255);
-  EXPECT_NEAR(back[2].item<float>(), 1.0f, 0.5f / 255);
-  EXPECT_NEAR(back[3].item<float>(), 0.5f, 0.5f / 255);
+}
+
+TEST(MinMaxUInt8, NonFiniteChunksAreMarkedAndFoundNeverQuantised) {
+  const int64_t n = 1000, chunks = 4;
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    at::Tensor x = random_values(n, 5);
+    x[600] = bad;  // in chunk 2 (250 values per chunk)
+    at::Tensor z = MinMaxUInt8::compress(x, chunks);
+    EXPECT_EQ(MinMaxUInt8::first_non_finite_chunk(z, n, chunks), 2) << bad;
+    at::Tensor back = at::empty({n});
+    MinMaxUInt8::decompress(z, back, chunks);
+    EXPECT_TRUE(back.narrow(0, 500, 250).isnan().all().item<bool>()) << "the marked chunk decompresses to NaN";
+    EXPECT_TRUE(back.narrow(0, 0, 500).isfinite().all().item<bool>()) << "the other chunks are untouched";
+    EXPECT_LT((back.narrow(0, 0, 500) - x.narrow(0, 0, 500)).abs().max().item<float>(), 0.1f);
+  }
+  EXPECT_EQ(MinMaxUInt8::first_non_finite_chunk(MinMaxUInt8::compress(random_values(n, 6), chunks), n, chunks), -1);
 }
 
 TEST(MinMaxUInt8, HalfAndBFloat16InputsQuantiseTheirFloatValues) {
@@ -189,7 +207,7 @@ TEST(MinMaxUInt8, CudaKernelMatchesTheCpuBitwise) {
   for (int64_t n : {0, 1, 33, 4096, 1000003, 25000000}) {
     for (int64_t chunks : {1, 2, 8}) {
       at::Tensor x = random_values(n, static_cast<uint64_t>(n + chunks));
-      if (n > 10) x[n / 2] = NAN;
+      if (n > 10) x[n / 2] = NAN;  // chunk marking must agree too
       at::Tensor z_cpu = MinMaxUInt8::compress(x, chunks);
       at::Tensor z_gpu = MinMaxUInt8::compress(x.to(gpu), chunks);
       ASSERT_TRUE(z_gpu.is_cuda());

@@ -13,7 +13,12 @@
 // so |x' - x| <= 0.5 / scale, about (max - min) / 510 (rint rounds half to
 // even, which can push the minimum one step below `lower`: the saturation
 // keeps it at 0, as CUDA's float-to-byte conversion in Bagua's kernel does).
-// NaNs take no part in min and max and come back as max.
+//
+// Non-finite input: a chunk holding a NaN or an infinity is marked, not
+// quantised: its header's min and max are NaN, its bytes zero, and it
+// decompresses to NaNs. first_non_finite_chunk() finds such chunks from the
+// headers alone, so a caller can stop with a clear error instead of
+// averaging NaNs into a model (ByteGrad does).
 //
 // Layout of the compressed bytes: chunk c starts at c * chunk_stride(n,
 // chunks) and holds a 32-byte header (min and max as float32, then zeros)
@@ -56,6 +61,12 @@ class MinMaxUInt8 {
   // dtype, same device), which must be what compress() was given in size and
   // chunks. Throws InvalidArgument when the sizes do not match.
   static void decompress(const at::Tensor& compressed, at::Tensor& out, int64_t chunks = 1);
+
+  // The index of the first chunk of `compressed` (numel values in `chunks`
+  // chunks) that held a NaN or an infinity, or -1 when none did. Reads only
+  // the headers (for a CUDA tensor: a copy of chunks x 8 bytes to the host,
+  // which waits for the compression).
+  static int64_t first_non_finite_chunk(const at::Tensor& compressed, int64_t numel, int64_t chunks = 1);
 };
 
 }  // namespace bagua

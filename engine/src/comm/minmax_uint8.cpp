@@ -55,46 +55,75 @@ inline uint8_t quantise(float x, const Quant& q) {
   return static_cast<uint8_t>(byte);
 }
 
+// GCC/Clang vector extensions: four floats per operation on any target
+// (SSE, NEON), two sets of accumulators for instruction-level parallelism,
+// and the comparison semantics written out, so a NaN is never picked as a
+// minimum or maximum.
+typedef float Floats4 __attribute__((vector_size(16)));
+typedef int Ints4 __attribute__((vector_size(16)));
+
+struct Scan {
+  float lo, hi;
+  bool non_finite;
+};
+
+// Min and max of in[b, e), and whether any value is NaN or infinite.
+Scan scan_range(const float* in, int64_t b, int64_t e) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Floats4 lo0 = {inf, inf, inf, inf}, hi0 = {-inf, -inf, -inf, -inf};
+  Floats4 lo1 = lo0, hi1 = hi0;
+  Ints4 bad = {0, 0, 0, 0};
+  int64_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    Floats4 x0, x1;
+    std::memcpy(&x0, in + i, sizeof(x0));
+    std::memcpy(&x1, in + i + 4, sizeof(x1));
+    lo0 = x0 < lo0 ? x0 : lo0;
+    hi0 = x0 > hi0 ? x0 : hi0;
+    lo1 = x1 < lo1 ? x1 : lo1;
+    hi1 = x1 > hi1 ? x1 : hi1;
+    // x - x is 0 for finite values, NaN for NaN and +-inf.
+    Floats4 z0 = x0 - x0, z1 = x1 - x1;
+    bad |= (z0 != z0) | (z1 != z1);
+  }
+  Scan out{inf, -inf, false};
+  for (int k = 0; k < 4; ++k) {
+    const float lo = lo0[k] < lo1[k] ? lo0[k] : lo1[k];
+    const float hi = hi0[k] > hi1[k] ? hi0[k] : hi1[k];
+    out.lo = lo < out.lo ? lo : out.lo;
+    out.hi = hi > out.hi ? hi : out.hi;
+    out.non_finite = out.non_finite || bad[k] != 0;
+  }
+  for (; i < e; ++i) {
+    const float x = in[i];
+    out.lo = x < out.lo ? x : out.lo;
+    out.hi = x > out.hi ? x : out.hi;
+    out.non_finite = out.non_finite || !std::isfinite(x);
+  }
+  return out;
+}
+
 void compress_chunk_cpu(const float* in, int64_t n, int64_t padded, uint8_t* out) {
   constexpr int64_t kGrain = 1 << 15;
   const float inf = std::numeric_limits<float>::infinity();
+  Scan scan = at::parallel_reduce(
+      0, n, kGrain, Scan{inf, -inf, false},
+      [&](int64_t b, int64_t e, Scan acc) {
+        Scan part = scan_range(in, b, e);
+        return Scan{part.lo < acc.lo ? part.lo : acc.lo, part.hi > acc.hi ? part.hi : acc.hi,
+                    part.non_finite || acc.non_finite};
+      },
+      [](Scan a, Scan b) {
+        return Scan{a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi, a.non_finite || b.non_finite};
+      });
   struct MinMax {
     float lo, hi;
-  };
-  MinMax mm = at::parallel_reduce(
-      0, n, kGrain, MinMax{inf, -inf},
-      [&](int64_t b, int64_t e, MinMax acc) {
-        // Comparisons rather than fmin/fmax: a NaN compares false and is
-        // skipped, and the loop vectorises.
-        // Sixteen independent lanes, so the compiler can use vector
-        // compares without reordering a reduction.
-        constexpr int kLanes = 16;
-        float lo[kLanes], hi[kLanes];
-        for (int k = 0; k < kLanes; ++k) {
-          lo[k] = acc.lo;
-          hi[k] = acc.hi;
-        }
-        int64_t i = b;
-        for (; i + kLanes <= e; i += kLanes) {
-          for (int k = 0; k < kLanes; ++k) {
-            const float x = in[i + k];
-            lo[k] = x < lo[k] ? x : lo[k];
-            hi[k] = x > hi[k] ? x : hi[k];
-          }
-        }
-        for (; i < e; ++i) {
-          lo[0] = in[i] < lo[0] ? in[i] : lo[0];
-          hi[0] = in[i] > hi[0] ? in[i] : hi[0];
-        }
-        MinMax out = acc;
-        for (int k = 0; k < kLanes; ++k) {
-          out.lo = lo[k] < out.lo ? lo[k] : out.lo;
-          out.hi = hi[k] > out.hi ? hi[k] : out.hi;
-        }
-        return out;
-      },
-      [](MinMax a, MinMax b) { return MinMax{a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi}; });
-  if (!(mm.lo <= mm.hi)) mm.lo = mm.hi = 0.0f;  // an empty or all-NaN chunk
+  } mm{scan.lo, scan.hi};
+  if (scan.non_finite) {
+    mm.lo = mm.hi = std::numeric_limits<float>::quiet_NaN();  // marks the chunk: see the header comment
+  } else if (!(mm.lo <= mm.hi)) {
+    mm.lo = mm.hi = 0.0f;  // an empty chunk
+  }
   const Quant q = quant_of(mm.lo, mm.hi);
   float header[MinMaxUInt8::kHeaderBytes / 4] = {mm.lo, mm.hi};
   std::memcpy(out, header, sizeof(header));
@@ -245,6 +274,24 @@ void MinMaxUInt8::decompress(const at::Tensor& compressed, at::Tensor& out, int6
     }
   }
   if (!direct) out.copy_(target.view(out.sizes()));
+}
+
+int64_t MinMaxUInt8::first_non_finite_chunk(const at::Tensor& compressed, int64_t numel, int64_t chunks) {
+  check_chunks(chunks, "first_non_finite_chunk");
+  const int64_t stride = chunk_stride(numel, chunks);
+  if (!compressed.defined() || compressed.scalar_type() != at::kByte || compressed.numel() != chunks * stride) {
+    throw InvalidArgument("MinMaxUInt8::first_non_finite_chunk: expected a uint8 tensor of " +
+                          std::to_string(chunks * stride) + " bytes");
+  }
+  // The min of each chunk's header, as floats, on the host.
+  at::Tensor mins = compressed.contiguous().view({chunks, stride}).narrow(1, 0, 4).cpu().contiguous();
+  const uint8_t* p = mins.data_ptr<uint8_t>();
+  for (int64_t c = 0; c < chunks; ++c) {
+    float lo;
+    std::memcpy(&lo, p + 4 * c, sizeof(float));
+    if (std::isnan(lo)) return c;
+  }
+  return -1;
 }
 
 }  // namespace bagua

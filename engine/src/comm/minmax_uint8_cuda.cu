@@ -1,6 +1,7 @@
 // MinMaxUInt8 on the GPU (see bagua/compression.h for the format).
 //
-// compress: pass 1 gives each (chunk, block) a partial min/max in scratch;
+// compress: pass 1 gives each (chunk, block) a partial min/max (and whether
+// it saw a NaN or an infinity) in scratch;
 // pass 2 lets every block of a chunk fold its chunk's partials (a few
 // hundred floats, in shared memory), then quantise its share of the chunk.
 // decompress: one pass. Arithmetic matches the CPU loop operation for
@@ -22,6 +23,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kHeaderBytes = 32;
 constexpr float kEps = 1e-7f;
+constexpr int kSlot = 3;  // scratch floats per (chunk, block): min, max, non-finite seen
 
 // Blocks per chunk: enough to fill the GPU, each with a few thousand values.
 int blocks_per_chunk(int64_t chunk_numel, int64_t chunks) {
@@ -76,17 +78,21 @@ __global__ void partial_min_max(const float* __restrict__ in, int64_t numel, int
   const int64_t begin = chunk * chunk_numel;
   const int64_t end = min(begin + chunk_numel, numel);
   float lo = INFINITY, hi = -INFINITY;
+  int bad = 0;  // a NaN or an infinity seen
   const int64_t step = static_cast<int64_t>(per_chunk) * kThreads;
   for (int64_t i = begin + static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < end; i += step) {
     const float x = in[i];
     lo = fminf(lo, x);
     hi = fmaxf(hi, x);
+    bad |= !isfinite(x);
   }
+  bad = __syncthreads_or(bad);
   block_min_max(lo, hi);
   if (threadIdx.x == 0) {
-    float* slot = scratch + 2 * (chunk * per_chunk + blockIdx.x);
+    float* slot = scratch + kSlot * (chunk * per_chunk + blockIdx.x);
     slot[0] = lo;
     slot[1] = hi;
+    slot[2] = bad ? 1.0f : 0.0f;
   }
 }
 
@@ -96,12 +102,20 @@ __global__ void quantise(const float* __restrict__ in, int64_t numel, int64_t ch
   const int64_t begin = chunk * chunk_numel;
   const int64_t end = min(begin + chunk_numel, numel);
   float lo = INFINITY, hi = -INFINITY;
+  int bad = 0;
   for (int b = threadIdx.x; b < per_chunk; b += kThreads) {
-    lo = fminf(lo, scratch[2 * (chunk * per_chunk + b)]);
-    hi = fmaxf(hi, scratch[2 * (chunk * per_chunk + b) + 1]);
+    const float* slot = scratch + kSlot * (chunk * per_chunk + b);
+    lo = fminf(lo, slot[0]);
+    hi = fmaxf(hi, slot[1]);
+    bad |= slot[2] != 0.0f;
   }
+  bad = __syncthreads_or(bad);
   block_min_max(lo, hi);
-  if (!(lo <= hi)) lo = hi = 0.0f;  // an empty or all-NaN chunk
+  if (bad) {
+    lo = hi = __int_as_float(0x7fc00000);  // the CPU's quiet NaN: marks the chunk
+  } else if (!(lo <= hi)) {
+    lo = hi = 0.0f;  // an empty chunk
+  }
   const Quant q = quant_of(lo, hi);
   uint8_t* header = out + chunk * stride;
   if (blockIdx.x == 0 && threadIdx.x < kHeaderBytes / 4) {
@@ -138,7 +152,7 @@ __global__ void dequantise(const uint8_t* __restrict__ in, int64_t numel, int64_
 }  // namespace
 
 int64_t minmax_uint8_scratch_floats(int64_t chunk_numel, int64_t chunks) {
-  return 2 * chunks * blocks_per_chunk(chunk_numel, chunks);
+  return kSlot * chunks * blocks_per_chunk(chunk_numel, chunks);
 }
 
 void minmax_uint8_compress(const float* in, int64_t numel, int64_t chunks, int64_t chunk_numel, int64_t stride,
