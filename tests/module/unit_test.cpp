@@ -111,6 +111,15 @@ TEST(Registry, DefaultsAndKeywordArguments) {
   EXPECT_EQ(hier->kwargs()["average"], true);
 }
 
+TEST(Registry, TraitsDescribeEachAlgorithm) {
+  EXPECT_TRUE(bagua::find_algorithm("gradient_allreduce")->traits.replicas_identical);
+  EXPECT_FALSE(bagua::find_algorithm("decentralized")->traits.replicas_identical);
+  EXPECT_FALSE(bagua::find_algorithm("async")->traits.replicas_identical);
+  EXPECT_TRUE(bagua::find_algorithm("qadam")->traits.needs_qadam_optimizer);
+  EXPECT_FALSE(bagua::find_algorithm("bytegrad")->traits.needs_qadam_optimizer);
+  EXPECT_EQ(bagua::find_algorithm("no_such"), nullptr);
+}
+
 TEST(Registry, MistakesAreExplained) {
   try {
     bagua::make_algorithm("gradient_allreduse");
@@ -134,10 +143,16 @@ TEST(Registry, MistakesAreExplained) {
   }
 }
 
-// The recipe schema and the registry describe the same keyword arguments
-// with the same defaults for every algorithm the engine has.
+// The recipe schema and the registry describe the same algorithms, with
+// the same keyword arguments and defaults.
 TEST(Registry, AgreesWithTheRecipeSchema) {
   auto schema = nlohmann::json::parse(bagua::recipe_schema_text());
+  std::vector<std::string> schema_names, registry_names;
+  for (const auto& n : schema["definitions"]["algorithm"]["properties"]["name"]["enum"]) {
+    schema_names.push_back(n.get<std::string>());
+  }
+  for (const auto& spec : bagua::algorithm_registry()) registry_names.push_back(spec.name);
+  EXPECT_EQ(schema_names, registry_names);
   for (const auto& spec : bagua::algorithm_registry()) {
     std::string def = "algorithm_" + spec.name;
     ASSERT_TRUE(schema["definitions"].contains(def)) << def;

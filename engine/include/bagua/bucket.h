@@ -9,6 +9,8 @@
 // copies; without, operations copy in and out, with identical results.
 #pragma once
 
+#include <bagua/defaults.h>
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -81,8 +83,8 @@ class Bucket {
 
 struct BucketOptions {
   // Bytes per bucket before a new one starts (a tensor larger than this
-  // gets a bucket of its own). Default 10 MiB, as Bagua's.
-  int64_t bucket_bytes = 10 << 20;
+  // gets a bucket of its own).
+  int64_t bucket_bytes = kDefaultBucketBytes;
   // Pad each bucket's element count to a multiple of this (ByteGrad uses
   // the world size so the buffer splits evenly). 1 = no padding.
   int64_t alignment = 1;

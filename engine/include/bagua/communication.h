@@ -118,6 +118,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // small control traffic on CPU tensors over Gloo beside an NCCL group.
   std::shared_ptr<ProcessGroup> duplicate(const std::string& backend = "");
 
+  // Bytes this rank has sent through this group and its sub-groups, by the
+  // collectives' payload (not the argument checks): for a tensor of N bytes
+  // on the wire in a group of n, allreduce 2(n-1)/n N (a ring's share),
+  // reduce, broadcast, alltoall and reduce_scatter (n-1)/n N, allgather
+  // (n-1) N of its input, send N. A counter, not an estimate of time: what
+  // an algorithm puts on the network.
+  int64_t bytes_sent() const;
+
   // Turns the cross-rank check of each collective's arguments on or off for
   // this group and the sub-groups made from it (all members must agree). Off saves one small collective per
   // call; use it on hot paths whose arguments are identical by construction.

@@ -44,15 +44,13 @@
 
 namespace bagua {
 
-using OptimizerPtr = std::shared_ptr<torch::optim::Optimizer>;
-
 struct WithBaguaOptions {
   // The group to train over; nullptr = the default group.
   ProcessGroupPtr process_group;
   // Flatten buckets into one buffer each (gradients become views into it).
   bool do_flatten = true;
   // Bytes per bucket (Bagua's default: 10 MiB).
-  int64_t bucket_bytes = 10 << 20;
+  int64_t bucket_bytes = kDefaultBucketBytes;
   // Parameter names ("{module}.{param}", '*' and '?' globs) kept out of
   // communication: they train on local gradients only.
   std::vector<std::string> parameters_to_ignore;
@@ -84,6 +82,8 @@ class BaguaModule {
   const std::vector<OptimizerPtr>& bagua_optimizers() const { return optimizers_; }
   const Algorithm& bagua_algorithm() const { return *algorithm_; }
   const std::vector<std::string>& parameters_to_ignore() const { return options_.parameters_to_ignore; }
+  // Forward passes started through this module (incremented before the
+  // algorithm's forward-pre hook, as Bagua does).
   int64_t bagua_train_step_counter() const { return step_counter_; }
   const std::vector<std::shared_ptr<Bucket>>& bagua_buckets() const { return buckets_; }
   // (name, parameter) of every parameter that requires grad and is not ignored.
@@ -96,8 +96,8 @@ class BaguaModule {
   const WithBaguaOptions& options() const { return options_; }
   AlgorithmImpl& algorithm_impl() { return *impl_; }
 
-  // Replaces the algorithm: the old one's hooks and buckets go, the new
-  // one's come. Every rank must switch at the same point.
+  // Replaces the algorithm: the old one is shut down (on_shutdown), its
+  // buckets go, the new one's come. Every rank must switch at the same point.
   void switch_algorithm(AlgorithmPtr algorithm);
 
   // Runs before each forward pass: resets the algorithm when it asks, and
@@ -121,17 +121,25 @@ class BaguaModule {
   // Set it before training, not while a backward pass runs.
   void set_trace(std::function<void(const TraceEvent&)> trace);
 
-  // --- For algorithms ---
+  // Bytes this rank has sent for the algorithm (gradients, momentum or
+  // weights), since with_bagua; see ProcessGroup::bytes_sent().
+  int64_t bytes_sent() const { return impl_->bytes_sent(); }
+
   // Waits until every launched bucket is done; rethrows the first failure.
   void wait_for_buckets();
   void trace(TraceEvent::Kind kind, const std::string& name);
 
   struct Internals;
+  class Context;
 
  private:
   void init_algorithm();
+  void shutdown_algorithm();
+  void install_hooks();
   void remove_hooks();
-  void on_gradient_ready(size_t bucket, size_t index);
+  void on_gradient_ready(size_t param);
+  void mark_ready_locked(size_t bucket, size_t index);
+  void reset_iteration_locked();
   void on_backward_end();
   void launch_ready_buckets();
   void launch(size_t bucket);
@@ -143,11 +151,14 @@ class BaguaModule {
   AlgorithmPtr algorithm_;
   WithBaguaOptions options_;
   ProcessGroupPtr group_;
-  std::unique_ptr<AlgorithmImpl> impl_;
   std::vector<std::shared_ptr<Bucket>> buckets_;
   int64_t step_counter_ = 0;
 
+  // Declared last, destroyed first: the algorithm (and any thread of its)
+  // goes before the communication thread and the buckets it reads.
   std::unique_ptr<Internals> internals_;  // hooks, comm thread, iteration state
+  std::unique_ptr<Context> context_;      // what the algorithm sees of this module
+  std::unique_ptr<AlgorithmImpl> impl_;
 };
 
 // Wraps a C++ frontend module (torch::nn::Module or a ModuleHolder's *).

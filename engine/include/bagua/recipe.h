@@ -13,6 +13,8 @@
 // following `extends`. RecipeError is a user error (the CLI exits 2).
 #pragma once
 
+#include <bagua/defaults.h>
+
 #include <bagua/errors.h>
 
 #include <nlohmann/json.hpp>
@@ -172,7 +174,7 @@ struct SchedulerSpec {
 struct AlgorithmSpec {
   std::string name = "gradient_allreduce";
   bool flatten = true;                   // with_bagua's do_flatten
-  int64_t bucket_size = 10 * 1024 * 1024;  // bytes
+  int64_t bucket_size = kDefaultBucketBytes;
   // The algorithm's own keyword arguments with every default filled
   // (e.g. {"hierarchical": false, "average": true}); no name/flatten/bucket_size.
   nlohmann::json kwargs = nlohmann::json::object();

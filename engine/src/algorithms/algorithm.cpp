@@ -1,15 +1,19 @@
 // Default hooks of AlgorithmImpl.
 #include <bagua/algorithms/algorithm.h>
-#include <bagua/distributed.h>
 
 #include <algorithm>
 
 namespace bagua {
 
-bool AlgorithmImpl::need_reset(BaguaModule&) { return false; }
+AlgorithmImpl::AlgorithmImpl(ProcessGroupPtr group) : group_(std::move(group)) {
+  comm_ = group_->duplicate();
+  comm_->set_verify_collectives(false);
+}
 
-std::vector<BaguaTensor> AlgorithmImpl::init_tensors(BaguaModule& module) {
-  auto params = module.bagua_build_params();
+bool AlgorithmImpl::need_reset(AlgorithmContext&) { return false; }
+
+std::vector<BaguaTensor> AlgorithmImpl::init_tensors(AlgorithmContext& ctx) {
+  auto params = ctx.build_params();
   std::reverse(params.begin(), params.end());  // backward produces gradients last layer first
   std::vector<BaguaTensor> tensors;
   for (auto& [name, p] : params) {
@@ -26,17 +30,19 @@ std::vector<BaguaTensor> AlgorithmImpl::init_tensors(BaguaModule& module) {
   return tensors;
 }
 
-BucketOptions AlgorithmImpl::bucket_options(BaguaModule& module) {
+BucketOptions AlgorithmImpl::bucket_options(AlgorithmContext& ctx) {
   BucketOptions options;
-  options.bucket_bytes = module.options().bucket_bytes;
-  options.flatten = module.options().do_flatten;
+  options.bucket_bytes = ctx.bucket_bytes();
+  options.flatten = ctx.do_flatten();
   return options;
 }
 
-void AlgorithmImpl::init_operations(BaguaModule&, Bucket&) {}
-void AlgorithmImpl::run_bucket(BaguaModule&, Bucket&) {}
-void AlgorithmImpl::on_forward_pre(BaguaModule&) {}
-void AlgorithmImpl::on_post_backward(BaguaModule& module) { module.wait_for_buckets(); }
-void AlgorithmImpl::on_post_step(BaguaModule&) {}
+void AlgorithmImpl::init_operations(AlgorithmContext&, Bucket&) {}
+bool AlgorithmImpl::on_tensor_ready(AlgorithmContext&, Bucket&, size_t) { return true; }
+void AlgorithmImpl::run_bucket(AlgorithmContext&, Bucket&) {}
+void AlgorithmImpl::on_forward_pre(AlgorithmContext&) {}
+void AlgorithmImpl::on_post_backward(AlgorithmContext& ctx) { ctx.wait_for_buckets(); }
+void AlgorithmImpl::on_post_step(AlgorithmContext&) {}
+void AlgorithmImpl::on_shutdown(AlgorithmContext&) {}
 
 }  // namespace bagua

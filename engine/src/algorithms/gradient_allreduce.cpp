@@ -1,5 +1,4 @@
 #include <bagua/algorithms/gradient_allreduce.h>
-#include <bagua/distributed.h>
 
 #include <ATen/ATen.h>
 
@@ -9,15 +8,9 @@ namespace {
 class GradientAllReduceImpl : public AlgorithmImpl {
  public:
   GradientAllReduceImpl(ProcessGroupPtr group, bool hierarchical, bool average)
-      : AlgorithmImpl(std::move(group)), hierarchical_(hierarchical), average_(average) {
-    // Own connections for the buckets, so gradient traffic on the
-    // communication thread never interleaves with the user's collectives;
-    // no per-call argument check: every rank builds identical buckets.
-    comm_ = group_->duplicate();
-    comm_->set_verify_collectives(false);
-  }
+      : AlgorithmImpl(std::move(group)), hierarchical_(hierarchical), average_(average) {}
 
-  void run_bucket(BaguaModule&, Bucket& bucket) override {
+  void run_bucket(AlgorithmContext&, Bucket& bucket) override {
     at::Tensor flat = bucket.flat();
     if (!hierarchical_) {
       allreduce(flat, average_ ? ReduceOp::AVG : ReduceOp::SUM, comm_);
@@ -37,7 +30,6 @@ class GradientAllReduceImpl : public AlgorithmImpl {
  private:
   bool hierarchical_;
   bool average_;
-  ProcessGroupPtr comm_;
 };
 
 }  // namespace

@@ -4,17 +4,50 @@
 
 namespace bagua {
 
-const std::vector<AlgorithmEntry>& algorithm_registry() {
-  static const std::vector<AlgorithmEntry> registry = {
+const std::vector<AlgorithmDescriptor>& algorithm_registry() {
+  using json = nlohmann::json;
+  static const std::vector<AlgorithmDescriptor> registry = {
       {"gradient_allreduce",
        "centralized, synchronous, full precision: allreduce of gradient buckets during backward",
        {{"hierarchical", false}, {"average", true}},
-       [](const nlohmann::json& kw) -> AlgorithmPtr {
-         return std::make_shared<GradientAllReduce>(kw.at("hierarchical").get<bool>(),
-                                                    kw.at("average").get<bool>());
+       {/*replicas_identical=*/true, /*needs_qadam_optimizer=*/false, /*supports_hierarchical=*/true},
+       [](const json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+         return std::make_shared<GradientAllReduce>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
        }},
+      {"bytegrad",
+       "centralized, synchronous, 8-bit: compressed scatter-reduce and allgather of gradient buckets",
+       {{"hierarchical", true}, {"average", true}},
+       {true, false, true},
+       nullptr},
+      {"decentralized",
+       "decentralized, synchronous, full precision: weights averaged with peers while forward and backward run",
+       {{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}},
+       {false, false, true},
+       nullptr},
+      {"low_precision_decentralized",
+       "decentralized, synchronous, 8-bit: compressed weight differences exchanged around a ring",
+       {{"hierarchical", true}, {"communication_interval", 1}},
+       {false, false, true},
+       nullptr},
+      {"qadam",
+       "centralized, synchronous, 8-bit: Adam whose momentum is averaged compressed after a warm-up",
+       {{"hierarchical", true}},
+       {true, true, true},
+       nullptr},
+      {"async",
+       "asynchronous model averaging in the background, with abort and resume",
+       {{"peer_selection_mode", "all"}, {"sync_interval_ms", 500}, {"warmup_steps", 0}},
+       {false, false, false},
+       nullptr},
   };
   return registry;
+}
+
+const AlgorithmDescriptor* find_algorithm(const std::string& name) {
+  for (const auto& d : algorithm_registry()) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -29,15 +62,22 @@ const char* json_type(const nlohmann::json& v) {
 }
 }  // namespace
 
-AlgorithmPtr make_algorithm(const std::string& name, const nlohmann::json& kwargs) {
-  const auto& registry = algorithm_registry();
-  const AlgorithmEntry* spec = nullptr;
-  std::string known;
-  for (const auto& s : registry) {
-    if (s.name == name) spec = &s;
-    known += (known.empty() ? "" : ", ") + s.name;
+AlgorithmPtr make_algorithm(const std::string& name, const nlohmann::json& kwargs,
+                            const AlgorithmBuildContext& context) {
+  const AlgorithmDescriptor* spec = find_algorithm(name);
+  if (spec == nullptr) {
+    std::string known;
+    for (const auto& s : algorithm_registry()) known += (known.empty() ? "" : ", ") + s.name;
+    throw InvalidArgument("unknown algorithm '" + name + "' (known: " + known + ")");
   }
-  if (spec == nullptr) throw InvalidArgument("unknown algorithm '" + name + "' (known: " + known + ")");
+  if (!spec->implemented()) {
+    std::string ready;
+    for (const auto& s : algorithm_registry()) {
+      if (s.implemented()) ready += (ready.empty() ? "" : ", ") + s.name;
+    }
+    throw InvalidArgument("algorithm '" + name + "' is not implemented in this version of bagua yet (implemented: " +
+                          ready + ")");
+  }
   if (!kwargs.is_null() && !kwargs.is_object()) {
     throw InvalidArgument("algorithm " + name + ": keyword arguments must be a mapping");
   }
@@ -61,7 +101,7 @@ AlgorithmPtr make_algorithm(const std::string& name, const nlohmann::json& kwarg
       complete[key] = value;
     }
   }
-  return spec->make(complete);
+  return spec->make(complete, context);
 }
 
 }  // namespace bagua

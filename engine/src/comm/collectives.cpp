@@ -62,6 +62,13 @@ struct Call {
     }
   }
 
+  // Adds `fraction` of `bytes` to the group's bytes_sent().
+  void count(int64_t bytes, double fraction) const {
+    impl->bytes_sent += static_cast<int64_t>(static_cast<double>(bytes) * fraction + 0.5);
+  }
+  // The share of the payload a rank sends in most collectives: (n-1)/n.
+  double share() const { return size() > 1 ? static_cast<double>(size() - 1) / size() : 0.0; }
+
   Work work(std::vector<comm::C10dWorkPtr> works, std::function<void()> finish) const {
     return comm::make_work(std::move(works), std::move(finish), what, timeout());
   }
@@ -139,6 +146,7 @@ std::function<void()> copy_back(const at::Tensor& from, const at::Tensor& to,
 }
 
 comm::C10dWorkPtr launch_allgather(const Call& call, const at::Tensor& send, const at::Tensor& recv) {
+  call.count(send.numel() * send.element_size(), call.size() - 1);
   at::Tensor rows = as_bytes(recv).view({call.size(), -1});
   std::vector<at::Tensor> inputs{as_bytes(send)};
   std::vector<std::vector<at::Tensor>> outputs(1);
@@ -149,6 +157,7 @@ comm::C10dWorkPtr launch_allgather(const Call& call, const at::Tensor& send, con
 }
 
 comm::C10dWorkPtr launch_alltoall(const Call& call, const at::Tensor& send, const at::Tensor& recv) {
+  call.count(send.numel() * send.element_size(), call.share());
   at::Tensor in = as_bytes(send), out = as_bytes(recv);
   c10d::AllToAllOptions opts;
   opts.timeout = call.timeout();
@@ -187,6 +196,7 @@ Work allreduce_async(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& gro
   }
   auto plan = comm::plan_wire_reduction(data, op, call.size(), call.nccl());
   std::vector<at::Tensor> tensors{plan.buffer};
+  call.count(plan.buffer.numel() * plan.buffer.element_size(), 2 * call.share());
   c10d::AllreduceOptions opts;
   opts.reduceOp = comm::to_c10d(plan.wire_op);
   opts.timeout = call.timeout();
@@ -208,6 +218,7 @@ Work broadcast_async(at::Tensor& tensor, int root, const ProcessGroupPtr& group)
   if (tensor.numel() == 0) return call.work({}, nullptr);
   at::Tensor data = wire_tensor(call, tensor);
   std::vector<at::Tensor> tensors{as_bytes(data)};
+  call.count(tensors[0].numel(), call.share());
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = call.timeout();
@@ -237,6 +248,7 @@ Work reduce_async(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPt
   }
   auto plan = comm::plan_wire_reduction(data, op, call.size(), call.nccl());
   std::vector<at::Tensor> tensors{plan.buffer};
+  call.count(plan.buffer.numel() * plan.buffer.element_size(), call.share());
   c10d::ReduceOptions opts;
   opts.reduceOp = comm::to_c10d(plan.wire_op);
   opts.rootRank = dst;
@@ -328,6 +340,7 @@ void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group) {
   if (call.impl->verify) comm::verify_send(*call.impl, tensor, dst);
   if (tensor.numel() == 0) return;
   std::vector<at::Tensor> tensors{as_bytes(wire_tensor(call, tensor))};
+  call.count(tensors[0].numel(), 1.0);
   call.work({call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag); })}, nullptr)
       .wait();
 }

@@ -257,6 +257,14 @@ void ProcessGroup::set_verify_collectives(bool on) {
   }
 }
 bool ProcessGroup::verify_collectives() const { return impl_->verify; }
+int64_t ProcessGroup::bytes_sent() const {
+  int64_t total = impl_->bytes_sent.load();
+  std::lock_guard<std::mutex> lock(impl_->sub_mutex);
+  for (const auto* sub : {&impl_->intra, &impl_->inter, &impl_->leaders}) {
+    if (*sub && sub->get() != this) total += (*sub)->bytes_sent();
+  }
+  return total;
+}
 std::shared_ptr<ProcessGroup> ProcessGroup::duplicate(const std::string& backend) {
   if (!backend.empty() && backend != "gloo" && backend != "nccl") {
     throw InvalidArgument("duplicate: unknown backend '" + backend + "' (expected gloo or nccl)");

@@ -56,6 +56,7 @@ struct ProcessGroup::Impl {
   std::string prefix;        // store prefix; subgroups extend it
   std::atomic<bool> verify{true};
   int duplicates = 0;  // duplicate() calls so far (same on every member)
+  std::atomic<int64_t> bytes_sent{0};  // see ProcessGroup::bytes_sent()
 
   std::mutex sub_mutex;
   std::shared_ptr<ProcessGroup> intra;  // null: not created yet

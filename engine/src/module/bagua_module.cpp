@@ -18,10 +18,40 @@ struct BaguaModule::Internals {
   std::mutex mutex;  // iteration state below, touched from autograd hooks
   std::vector<std::unique_ptr<module::GradAccumulatorHook>> hooks;
   std::unique_ptr<module::CommThread> comm = std::make_unique<module::CommThread>();
-  size_t next_launch = 0;      // buckets launched so far this iteration
-  bool in_backward = false;    // a backward pass has touched our parameters
+  // The parameters whose gradients are hooked (bagua_build_params, fixed at
+  // construction), and where each one's registered tensor sits, if any.
+  std::vector<std::pair<std::string, at::Tensor>> build_params;
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<std::pair<size_t, size_t>> slot_of_param;  // (bucket, index) or (kNone, kNone)
+  size_t next_launch = 0;    // buckets launched so far this iteration
+  bool in_backward = false;  // a backward pass has touched our parameters
+  bool fresh = false;        // readiness was reset by pre_forward and no backward has used it yet
   std::function<void(const TraceEvent&)> trace;
   std::atomic<int64_t> sequence{0};
+};
+
+// What the algorithm sees of the module.
+class BaguaModule::Context : public AlgorithmContext {
+ public:
+  explicit Context(BaguaModule& module) : m_(module) {}
+  std::vector<std::pair<std::string, at::Tensor>> build_params() const override {
+    return m_.internals_->build_params;
+  }
+  const std::vector<OptimizerPtr>& optimizers() const override { return m_.optimizers_; }
+  const std::vector<std::shared_ptr<Bucket>>& buckets() const override { return m_.buckets_; }
+  void mark_ready(size_t bucket, size_t index) override {
+    std::lock_guard<std::mutex> lock(m_.internals_->mutex);
+    m_.mark_ready_locked(bucket, index);
+  }
+  void submit(std::function<void()> job) override { m_.internals_->comm->submit(std::move(job)); }
+  void wait_for_buckets() override { m_.wait_for_buckets(); }
+  int64_t step_counter() const override { return m_.step_counter_; }
+  const ProcessGroupPtr& process_group() const override { return m_.group_; }
+  int64_t bucket_bytes() const override { return m_.options_.bucket_bytes; }
+  bool do_flatten() const override { return m_.options_.do_flatten; }
+
+ private:
+  BaguaModule& m_;
 };
 
 bool glob_match(const std::string& pattern, const std::string& name) {
@@ -75,17 +105,17 @@ BaguaModule::BaguaModule(std::vector<std::pair<std::string, at::Tensor>> paramet
   if (!group_->is_member()) {
     throw InvalidArgument("with_bagua: this process is not a member of the given process group");
   }
+  internals_->build_params = bagua_build_params();
   broadcast_initial_state();
+  context_ = std::make_unique<Context>(*this);
+  impl_ = algorithm_->reify(group_);
   init_algorithm();
+  install_hooks();
 }
 
 BaguaModule::~BaguaModule() {
   remove_hooks();
-  try {
-    internals_->comm->wait_all();
-  } catch (const std::exception&) {
-    // The error was reported where it happened; nothing is left to do here.
-  }
+  shutdown_algorithm();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> BaguaModule::bagua_build_params() const {
@@ -139,42 +169,72 @@ void BaguaModule::broadcast_initial_state() {
   }
 }
 
+// (Re)builds the tensors, buckets and per-bucket state of the current
+// algorithm, and maps each hooked parameter to its registered tensor.
 void BaguaModule::init_algorithm() {
-  impl_ = algorithm_->reify(group_);
-  std::vector<BaguaTensor> tensors = impl_->init_tensors(*this);
+  std::vector<BaguaTensor> tensors = impl_->init_tensors(*context_);
   buckets_ = tensors.empty() ? std::vector<std::shared_ptr<Bucket>>{}
-                             : make_buckets(tensors, impl_->bucket_options(*this));
+                             : make_buckets(tensors, impl_->bucket_options(*context_));
   for (auto& bucket : buckets_) {
     bucket->attach();
-    impl_->init_operations(*this, *bucket);
+    impl_->init_operations(*context_, *bucket);
   }
-  internals_->next_launch = 0;
-  internals_->in_backward = false;
-  if (!impl_->communicates_during_backward()) return;
-  // Hook each parameter whose gradient is registered.
-  std::map<std::string, at::Tensor> params;
-  for (const auto& [name, p] : bagua_build_params()) params[name] = p;
+  std::map<std::string, size_t> param_index;
+  for (size_t p = 0; p < internals_->build_params.size(); ++p) param_index[internals_->build_params[p].first] = p;
+  std::lock_guard<std::mutex> lock(internals_->mutex);
+  internals_->slot_of_param.assign(internals_->build_params.size(), {Internals::kNone, Internals::kNone});
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto& tensors_of = buckets_[b]->tensors();
     for (size_t i = 0; i < tensors_of.size(); ++i) {
-      auto it = params.find(tensors_of[i].name);
-      if (it == params.end()) continue;
-      internals_->hooks.push_back(std::make_unique<module::GradAccumulatorHook>(
-          it->second, [this, b, i] { on_gradient_ready(b, i); }));
+      auto it = param_index.find(tensors_of[i].name);
+      if (it != param_index.end()) internals_->slot_of_param[it->second] = {b, i};
     }
+  }
+  internals_->in_backward = false;
+  internals_->fresh = false;
+  reset_iteration_locked();
+}
+
+// Every hooked parameter's gradient accumulator reports to
+// on_gradient_ready(), whatever the algorithm registers.
+void BaguaModule::install_hooks() {
+  for (size_t p = 0; p < internals_->build_params.size(); ++p) {
+    internals_->hooks.push_back(std::make_unique<module::GradAccumulatorHook>(
+        internals_->build_params[p].second, [this, p] { on_gradient_ready(p); }));
   }
 }
 
 void BaguaModule::remove_hooks() { internals_->hooks.clear(); }
 
+// Lets the algorithm stop its background work, then drains the
+// communication thread. Errors are dropped: this runs on teardown paths.
+void BaguaModule::shutdown_algorithm() {
+  if (!impl_) return;
+  try {
+    impl_->on_shutdown(*context_);
+  } catch (const std::exception&) {
+  }
+  try {
+    internals_->comm->wait_all();
+  } catch (const std::exception&) {
+    // The error was reported where it happened; nothing is left to do here.
+  }
+}
+
 void BaguaModule::switch_algorithm(AlgorithmPtr algorithm) {
   if (!algorithm) throw InvalidArgument("switch_algorithm: the algorithm is null");
   wait_for_buckets();
-  remove_hooks();
+  shutdown_algorithm();
   // Gradients stay where they are; they stop being views into old buckets
   // once the new buckets attach (attach copies their current values).
   algorithm_ = std::move(algorithm);
+  impl_ = algorithm_->reify(group_);
   init_algorithm();
+}
+
+void BaguaModule::reset_iteration_locked() {
+  internals_->next_launch = 0;
+  for (auto& bucket : buckets_) bucket->reset_ready();
 }
 
 void BaguaModule::pre_forward() {
@@ -184,12 +244,20 @@ void BaguaModule::pre_forward() {
     std::lock_guard<std::mutex> lock(internals_->mutex);
     internals_->in_backward = false;
   }
-  if (impl_->need_reset(*this)) {
+  if (impl_->need_reset(*context_)) {
+    // As Bagua's re-initialisation: every rank starts the new phase from
+    // rank 0's parameters and optimizer state.
     wait_for_buckets();
-    remove_hooks();
+    broadcast_initial_state();
     init_algorithm();
   }
-  impl_->on_forward_pre(*this);
+  {
+    std::lock_guard<std::mutex> lock(internals_->mutex);
+    reset_iteration_locked();
+    internals_->fresh = true;
+  }
+  ++step_counter_;
+  impl_->on_forward_pre(*context_);
 }
 
 c10::IValue BaguaModule::forward(torch::jit::Module& module, std::vector<c10::IValue> inputs) {
@@ -199,7 +267,7 @@ c10::IValue BaguaModule::forward(torch::jit::Module& module, std::vector<c10::IV
 
 void BaguaModule::step() {
   for (auto& opt : optimizers_) opt->step();
-  impl_->on_post_step(*this);
+  impl_->on_post_step(*context_);
 }
 
 void BaguaModule::zero_grad() {
@@ -217,16 +285,26 @@ void BaguaModule::trace(TraceEvent::Kind kind, const std::string& name) {
   internals_->trace(e);
 }
 
-// From autograd, after bucket b's tensor i was accumulated.
-void BaguaModule::on_gradient_ready(size_t b, size_t i) {
+// From autograd, after hooked parameter p's gradient was accumulated.
+void BaguaModule::on_gradient_ready(size_t p) {
   std::lock_guard<std::mutex> lock(internals_->mutex);
   if (!internals_->in_backward) {
     internals_->in_backward = true;
-    internals_->next_launch = 0;
-    for (auto& bucket : buckets_) bucket->reset_ready();
+    // Without a pre_forward since the last backward (a module driven by
+    // hand), readiness is reset here.
+    if (!internals_->fresh) reset_iteration_locked();
+    internals_->fresh = false;
     module::at_end_of_backward([this] { on_backward_end(); });
   }
-  trace(TraceEvent::kGradientReady, buckets_[b]->tensors()[i].name);
+  trace(TraceEvent::kGradientReady, internals_->build_params[p].first);
+  auto [b, i] = internals_->slot_of_param[p];
+  if (b == Internals::kNone) return;
+  if (impl_->on_tensor_ready(*context_, *buckets_[b], i)) mark_ready_locked(b, i);
+}
+
+// Holds internals_->mutex.
+void BaguaModule::mark_ready_locked(size_t b, size_t i) {
+  if (b >= buckets_.size()) throw InvalidArgument("mark_ready: no bucket " + std::to_string(b));
   if (buckets_[b]->mark_ready(i) && options_.overlap) launch_ready_buckets();
 }
 
@@ -240,11 +318,11 @@ void BaguaModule::launch_ready_buckets() {
 
 void BaguaModule::launch(size_t b) {
   auto bucket = buckets_[b];
-  bucket->attach();  // gradients replaced since the last step (set to none) go back into the buffer
+  bucket->attach();  // tensors replaced since the last step (gradients set to none) go back into the buffer
   trace(TraceEvent::kBucketLaunched, bucket->name());
   internals_->comm->submit([this, bucket] {
     trace(TraceEvent::kBucketCommStart, bucket->name());
-    impl_->run_bucket(*this, *bucket);
+    impl_->run_bucket(*context_, *bucket);
     trace(TraceEvent::kBucketCommEnd, bucket->name());
   });
 }
@@ -255,8 +333,10 @@ void BaguaModule::on_backward_end() {
     std::lock_guard<std::mutex> lock(internals_->mutex);
     internals_->in_backward = false;
     std::vector<std::string> missing;
-    for (const auto& bucket : buckets_) {
-      for (const auto& name : bucket->missing()) missing.push_back(name);
+    if (impl_->communicates_during_backward()) {
+      for (const auto& bucket : buckets_) {
+        for (const auto& name : bucket->missing()) missing.push_back(name);
+      }
     }
     if (!missing.empty()) {
       std::string names;
@@ -273,8 +353,7 @@ void BaguaModule::on_backward_end() {
     launch_ready_buckets();  // with overlap off, everything launches here
   }
   trace(TraceEvent::kPostBackward, "");
-  impl_->on_post_backward(*this);
-  ++step_counter_;
+  impl_->on_post_backward(*context_);
 }
 
 void BaguaModule::wait_for_buckets() { internals_->comm->wait_all(); }

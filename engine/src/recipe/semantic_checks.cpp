@@ -2,6 +2,8 @@
 // and the combinations of settings Bagua's algorithms require.
 #include "stages.h"
 
+#include <bagua/algorithms/registry.h>
+
 #include <filesystem>
 #include <set>
 
@@ -81,13 +83,16 @@ struct Checker {
     }
   }
 
+  // Sizes are parsed here, once: a valid one is replaced by its number of
+  // bytes, which is what the typed Recipe reads.
   void check_sizes(const std::vector<std::string>& paths) {
     for (const auto& path : paths) {
-      const json& v = *at_path(path);
+      json& v = *at_path(path);
       std::string text = v.is_string() ? v.get<std::string>() : v.dump();
       std::optional<int64_t> bytes = parse_byte_size(text);
       if (!bytes) error(path, "size out of range (expected at most 2^62 bytes, found " + json_quote(text) + ")");
       else if (*bytes == 0) error(path, "expected a size of at least 1 byte, found " + json_quote(text));
+      else v = *bytes;
     }
   }
 
@@ -123,8 +128,9 @@ struct Checker {
   void check_qadam() {
     const json* name = at("algorithm.name");
     const json* optimizers = at("optimizers");
-    if (!name || !optimizers || !optimizers->is_array()) return;
-    bool qadam_algorithm = *name == "qadam";
+    if (!name || !name->is_string() || !optimizers || !optimizers->is_array()) return;
+    const AlgorithmDescriptor* algorithm = find_algorithm(name->get<std::string>());
+    bool qadam_algorithm = algorithm && algorithm->traits.needs_qadam_optimizer;
     size_t qadam_count = 0;
     for (size_t i = 0; i < optimizers->size(); ++i) {
       const json& o = (*optimizers)[i];

@@ -157,7 +157,7 @@ Recipe to_typed_recipe(const json& doc) {
       for (const auto& h : c.at("hosts")) cache.hosts.push_back({h.at("host").get<std::string>(), h.at("port").get<int>()});
     cache.cluster_mode = c.at("cluster_mode").get<bool>();
     const json& cap = c.at("capacity_per_node");
-    cache.capacity_per_node = *parse_byte_size(cap.is_string() ? cap.get<std::string>() : cap.dump());
+    cache.capacity_per_node = cap.get<int64_t>();  // bytes: check_sizes normalised it
     r.data.cache = cache;
   }
 
@@ -175,8 +175,7 @@ Recipe to_typed_recipe(const json& doc) {
   const json& a = doc.at("algorithm");
   r.algorithm.name = a.at("name").get<std::string>();
   r.algorithm.flatten = a.at("flatten").get<bool>();
-  const json& bucket = a.at("bucket_size");
-  r.algorithm.bucket_size = *parse_byte_size(bucket.is_string() ? bucket.get<std::string>() : bucket.dump());
+  r.algorithm.bucket_size = a.at("bucket_size").get<int64_t>();  // bytes: check_sizes normalised it
   r.algorithm.kwargs = json::object();
   for (auto it = a.begin(); it != a.end(); ++it)
     if (it.key() != "name" && it.key() != "flatten" && it.key() != "bucket_size") r.algorithm.kwargs[it.key()] = *it;

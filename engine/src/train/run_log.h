@@ -23,6 +23,7 @@ struct StepRecord {
   double lr;           // of the first optimizer
   double samples_per_s;  // all ranks together, since the last record
   double time;         // seconds since the run started
+  int64_t comm_bytes;  // bytes this rank (rank 0) sent for the algorithm since the last record
 };
 
 struct EvalRecord {

@@ -100,7 +100,7 @@ struct EvalResult {
 
 // Every rank evaluates the samples r, r + world, ... (no padding, so no
 // sample counts twice), then the sums are reduced.
-EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Dataset& dataset,
+EvalResult evaluate_model(const Recipe& recipe, torch::jit::Module& module, const Dataset& dataset,
                     const ProcessGroupPtr& group, const at::Device& device) {
   torch::NoGradGuard no_grad;
   module.eval();
@@ -145,18 +145,16 @@ void check_supported(const Recipe& recipe) {
   auto unsupported = [](const std::string& key, const std::string& what) {
     throw Error(key + ": " + what + " is not implemented in this version of bagua yet", true);
   };
-  bool known = false;
-  for (const auto& spec : algorithm_registry()) known = known || spec.name == recipe.algorithm.name;
-  if (!known) unsupported("algorithm.name", "algorithm '" + recipe.algorithm.name + "'");
+  const AlgorithmDescriptor* algorithm = find_algorithm(recipe.algorithm.name);
+  if (algorithm == nullptr || !algorithm->implemented()) {
+    unsupported("algorithm.name", "algorithm '" + recipe.algorithm.name + "'");
+  }
   if (recipe.data.sampler.type == SamplerType::kLoadBalancing) {
     unsupported("data.sampler.type", "the load_balancing sampler");
   }
   if (recipe.data.cache) unsupported("data.cache", "the Redis dataset cache");
   if (recipe.train.device == Device::kCuda && torch::cuda::device_count() == 0) throw no_gpu_error();
   for (size_t i = 0; i < recipe.optimizers.size(); ++i) {
-    if (recipe.optimizers[i].type == OptimizerType::kQAdam) {
-      unsupported("optimizers[" + std::to_string(i) + "].type", "the qadam optimizer");
-    }
     if (recipe.optimizers[i].fused) unsupported("optimizers[" + std::to_string(i) + "].fused", "fused optimizers");
   }
 }
@@ -166,244 +164,342 @@ void check_data(const Recipe& recipe) {
   if (recipe.data.eval) load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss));
 }
 
-TrainOutcome run_worker(const Recipe& recipe) {
-  check_supported(recipe);
-  std::signal(SIGTERM, request_stop);
-  std::signal(SIGINT, request_stop);
+namespace {
 
+// One worker's run, in the order run_worker() calls its parts: setup()
+// (group, device, model, data, optimizers), resume() (checkpoint or a clean
+// directory), wrap() (the algorithm), loop() (the epochs; evaluate() and
+// checkpoints between steps), finish() (final evaluation, weight check,
+// final checkpoint, model.pt). Work that runs beside training (an
+// algorithm's background communication) is paused around evaluation and
+// checkpoints by side_work_begin()/side_work_end().
+class Worker {
+ public:
+  explicit Worker(const Recipe& recipe) : recipe_(recipe) {}
+
+  TrainOutcome run() {
+    setup();
+    resume();
+    wrap();
+    plan();
+    loop();
+    finish();
+    return outcome_;
+  }
+
+ private:
+  void setup();
+  void resume();
+  void wrap();
+  void plan();
+  void loop();
+  void finish();
+  void evaluate(int64_t epoch);
+  void save(const train::Position& at);
+  bool stop_requested_by_any_rank();
+  void record_step(int64_t epoch, int64_t samples);
+  void side_work_begin() {}  // nothing runs beside training yet (async averaging will)
+  void side_work_end() {}
+
+  const Recipe& recipe_;
+  at::Device device_{at::kCPU};
+  int rank_ = 0, world_ = 1;
+  fs::path out_dir_, ckpt_dir_;
+  torch::jit::Module module_;
+  std::shared_ptr<Dataset> train_data_, eval_data_;
+  std::vector<std::pair<std::string, at::Tensor>> params_, buffers_;
+  train::BuiltOptimizers built_;
+  ProcessGroupPtr control_;
+  std::shared_ptr<BaguaModule> ddp_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<train::RunLog> log_;
+  train::Position pos_;
+  TrainOutcome outcome_;
+  int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;
+
+  // Stop flags: the answer to the question asked one step ago arrives now.
+  at::Tensor stop_flag_;
+  Work stop_work_;
+  bool stop_pending_ = false;
+  // The current metrics window.
+  at::Tensor window_loss_sum_;
+  double window_samples_ = 0, window_steps_ = 0;
+  int64_t window_bytes_start_ = 0;
+  std::chrono::steady_clock::time_point window_start_;
+};
+
+void Worker::setup() {
   // The device first: a worker on the CPU never asks for NCCL.
   const char* local_rank_env = std::getenv("LOCAL_RANK");
-  const at::Device device = pick_device(recipe.train.device, local_rank_env ? std::atoi(local_rank_env) : 0);
+  device_ = pick_device(recipe_.train.device, local_rank_env ? std::atoi(local_rank_env) : 0);
   InitOptions init;
-  init.timeout = std::chrono::seconds(recipe.distributed.timeout_s);
-  init.backend = device.is_cpu() && recipe.distributed.backend == Backend::kAuto
+  init.timeout = std::chrono::seconds(recipe_.distributed.timeout_s);
+  init.backend = device_.is_cpu() && recipe_.distributed.backend == Backend::kAuto
                      ? "gloo"
-                     : to_string(recipe.distributed.backend);
+                     : to_string(recipe_.distributed.backend);
   if (!is_initialized()) init_process_group(init);
-  const int rank = get_rank(), world = get_world_size();
-  at::set_num_threads(recipe.train.threads.value_or(default_threads()));
-  const fs::path out_dir = recipe.output.dir;
-  const fs::path ckpt_dir = out_dir / "checkpoints";
-  fs::create_directories(out_dir);
+  rank_ = get_rank();
+  world_ = get_world_size();
+  at::set_num_threads(recipe_.train.threads.value_or(default_threads()));
+  out_dir_ = recipe_.output.dir;
+  ckpt_dir_ = out_dir_ / "checkpoints";
+  fs::create_directories(out_dir_);
 
-  torch::manual_seed(recipe.train.seed);
-  torch::jit::Module module = torch::jit::load(recipe.model.torchscript);
-  module.to(device);
-  module.train();
-  auto train_data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss));
-  std::shared_ptr<Dataset> eval_data;
-  if (recipe.data.eval) eval_data = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss));
+  torch::manual_seed(recipe_.train.seed);
+  module_ = torch::jit::load(recipe_.model.torchscript);
+  module_.to(device_);
+  module_.train();
+  train_data_ = load_dataset(recipe_.data.train, target_kind_for(recipe_.model.loss));
+  if (recipe_.data.eval) eval_data_ = load_dataset(*recipe_.data.eval, target_kind_for(recipe_.model.loss));
 
-  std::vector<std::pair<std::string, at::Tensor>> params, buffers;
-  for (const auto& p : module.named_parameters(true)) params.emplace_back(p.name, p.value);
-  for (const auto& b : module.named_buffers(true)) buffers.emplace_back(b.name, b.value);
-  auto built = train::build_optimizers(recipe.optimizers, params);
+  for (const auto& p : module_.named_parameters(true)) params_.emplace_back(p.name, p.value);
+  for (const auto& b : module_.named_buffers(true)) buffers_.emplace_back(b.name, b.value);
+  built_ = train::build_optimizers(recipe_.optimizers, params_);
 
   // The loop's own small collectives (stop flags, metrics, checksums) on
   // CPU tensors over Gloo, so they never wait on the GPU's stream.
-  auto control = default_group()->duplicate("gloo");
-  control->set_verify_collectives(false);
+  control_ = default_group()->duplicate("gloo");
+  control_->set_verify_collectives(false);
+}
 
-  TrainOutcome outcome;
-  train::Position pos;
-  if (recipe.checkpoint.resume == "never") {
+void Worker::resume() {
+  if (recipe_.checkpoint.resume == "never") {
     // A fresh run must not mix its checkpoints with an earlier run's: pruning
     // and a later restart would pick the old ones up.
     std::string moved;
-    if (get_rank() == 0 && fs::exists(ckpt_dir) && !fs::is_empty(ckpt_dir)) {
-      fs::path aside = out_dir / ("checkpoints-before-" + std::to_string(std::time(nullptr)));
-      fs::rename(ckpt_dir, aside);
+    if (rank_ == 0 && fs::exists(ckpt_dir_) && !fs::is_empty(ckpt_dir_)) {
+      fs::path aside = out_dir_ / ("checkpoints-before-" + std::to_string(std::time(nullptr)));
+      fs::rename(ckpt_dir_, aside);
       moved = aside.string();
     }
     broadcast_object(moved, 0, default_group());
-    if (rank == 0 && !moved.empty()) {
+    if (rank_ == 0 && !moved.empty()) {
       std::fprintf(stderr, "checkpoint.resume is never: moved the earlier run's checkpoints to %s\n", moved.c_str());
     }
-  } else {
-    std::string explicit_path = recipe.checkpoint.resume == "auto" ? "" : recipe.checkpoint.resume;
-    if (auto resumed = train::resume_checkpoint(ckpt_dir.string(), explicit_path, params, buffers,
-                                                built.optimizers, default_group(), &outcome.resumed_from)) {
-      pos = *resumed;
-    }
+    return;
   }
+  std::string explicit_path = recipe_.checkpoint.resume == "auto" ? "" : recipe_.checkpoint.resume;
+  if (auto resumed = train::resume_checkpoint(ckpt_dir_.string(), explicit_path, params_, buffers_,
+                                              built_.optimizers, default_group(), &outcome_.resumed_from)) {
+    pos_ = *resumed;
+  }
+}
 
+void Worker::wrap() {
   WithBaguaOptions wopts;
-  wopts.do_flatten = recipe.algorithm.flatten;
-  wopts.bucket_bytes = recipe.algorithm.bucket_size;
-  wopts.parameters_to_ignore = recipe.model.ignore_params;
-  auto ddp = with_bagua(module, built.optimizers, make_algorithm(recipe.algorithm.name, recipe.algorithm.kwargs),
-                        wopts);
+  wopts.do_flatten = recipe_.algorithm.flatten;
+  wopts.bucket_bytes = recipe_.algorithm.bucket_size;
+  wopts.parameters_to_ignore = recipe_.model.ignore_params;
+  AlgorithmBuildContext context;
+  context.optimizers = built_.optimizers;
+  ddp_ = with_bagua(module_, built_.optimizers, make_algorithm(recipe_.algorithm.name, recipe_.algorithm.kwargs, context),
+                    wopts);
+}
 
-  const auto& ss = recipe.data.sampler;
-  DistributedSampler sampler(train_data->size(), world, rank, ss.shuffle, ss.seed, ss.drop_last);
-  const int64_t batch = recipe.data.batch_size;
-  const int64_t per_epoch = ss.drop_last ? sampler.num_samples() / batch
-                                         : (sampler.num_samples() + batch - 1) / batch;
-  if (per_epoch == 0) {
-    throw Error(sampler.num_samples() == 0
+// Steps per epoch and in all; the log; the first lines the user reads.
+void Worker::plan() {
+  const auto& ss = recipe_.data.sampler;
+  sampler_ = std::make_unique<DistributedSampler>(train_data_->size(), world_, rank_, ss.shuffle, ss.seed, ss.drop_last);
+  const int64_t batch = recipe_.data.batch_size;
+  per_epoch_ = ss.drop_last ? sampler_->num_samples() / batch : (sampler_->num_samples() + batch - 1) / batch;
+  if (per_epoch_ == 0) {
+    throw Error(sampler_->num_samples() == 0
                     ? std::string("the training set gives this worker no samples: no step would run")
                     : "data.batch_size " + std::to_string(batch) + " is larger than this worker's " +
-                          std::to_string(sampler.num_samples()) + " samples and drop_last is on: no step would run",
+                          std::to_string(sampler_->num_samples()) + " samples and drop_last is on: no step would run",
                 true);
   }
-  int64_t total = per_epoch * recipe.train.epochs;
-  if (recipe.train.max_steps) total = std::min(total, *recipe.train.max_steps);
+  total_ = per_epoch_ * recipe_.train.epochs;
+  if (recipe_.train.max_steps) total_ = std::min(total_, *recipe_.train.max_steps);
 
-  train::RunLog log((out_dir / "metrics.jsonl").string(), rank == 0, total, !outcome.resumed_from.empty(),
-                    pos.step);
-  if (rank == 0) {
-    std::ofstream(out_dir / "recipe.resolved.yaml") << resolved_recipe_yaml(recipe);
-    log.say("bagua run " + recipe.name + ": " + std::to_string(world) + " workers on " +
-            (device.is_cpu() ? std::string("CPUs") : "GPUs (rank 0 on " + device.str() + ")") + " over " +
-            default_group()->backend() + ", " + recipe.algorithm.name + ", train " + train_data->describe());
-    if (eval_data) log.say("eval " + eval_data->describe());
-    log.say(std::to_string(per_epoch) + " steps per epoch of batch " + std::to_string(batch) + " per worker, " +
-            std::to_string(total) + " steps in all; output in " + out_dir.string());
-    for (const auto& name : built.unassigned) log.say("note: parameter " + name + " is in no optimizer: it stays fixed");
-    if (!outcome.resumed_from.empty()) {
-      log.say("resumed from " + outcome.resumed_from + " at step " + std::to_string(pos.step));
-    }
+  log_ = std::make_unique<train::RunLog>((out_dir_ / "metrics.jsonl").string(), rank_ == 0, total_,
+                                         !outcome_.resumed_from.empty(), pos_.step);
+  if (rank_ != 0) return;
+  std::ofstream(out_dir_ / "recipe.resolved.yaml") << resolved_recipe_yaml(recipe_);
+  log_->say("bagua run " + recipe_.name + ": " + std::to_string(world_) + " workers on " +
+            (device_.is_cpu() ? std::string("CPUs") : "GPUs (rank 0 on " + device_.str() + ")") + " over " +
+            default_group()->backend() + ", " + recipe_.algorithm.name + ", train " + train_data_->describe());
+  if (eval_data_) log_->say("eval " + eval_data_->describe());
+  log_->say(std::to_string(per_epoch_) + " steps per epoch of batch " + std::to_string(batch) + " per worker, " +
+            std::to_string(total_) + " steps in all; output in " + out_dir_.string());
+  for (const auto& name : built_.unassigned) log_->say("note: parameter " + name + " is in no optimizer: it stays fixed");
+  if (!outcome_.resumed_from.empty()) {
+    log_->say("resumed from " + outcome_.resumed_from + " at step " + std::to_string(pos_.step));
   }
+}
 
-  auto save = [&](const train::Position& at) {
-    train::save_checkpoint(ckpt_dir.string(), at, recipe, params, buffers, built.optimizers, default_group(),
-                           recipe.checkpoint.keep);
-  };
-  int64_t last_eval_step = -1;
-  auto run_eval = [&](int64_t epoch) {
-    if (!eval_data) return;
-    last_eval_step = pos.step;
-    EvalResult e = evaluate(recipe, module, *eval_data, control, device);
-    outcome.eval_loss = e.loss;
-    outcome.eval_accuracy = e.accuracy;
-    log.eval({pos.step, epoch + 1, e.loss, e.accuracy, e.samples, log.elapsed()});
-  };
+void Worker::save(const train::Position& at) {
+  side_work_begin();
+  train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, default_group(),
+                         recipe_.checkpoint.keep);
+  side_work_end();
+}
 
-  at::Tensor stop_flag;
-  Work stop_work;
-  bool stop_pending = false;
+void Worker::evaluate(int64_t epoch) {
+  if (!eval_data_) return;
+  side_work_begin();
+  last_eval_step_ = pos_.step;
+  EvalResult e = evaluate_model(recipe_, module_, *eval_data_, control_, device_);
+  outcome_.eval_loss = e.loss;
+  outcome_.eval_accuracy = e.accuracy;
+  log_->eval({pos_.step, epoch + 1, e.loss, e.accuracy, e.samples, log_->elapsed()});
+  side_work_end();
+}
+
+// Did any rank ask to stop? The answer to the question asked one step ago
+// arrives now, so the allreduce never waits on the critical path; every
+// rank reads the same answer at the same step.
+bool Worker::stop_requested_by_any_rank() {
+  bool stop_now = false;
+  if (stop_pending_) {
+    stop_work_.wait();
+    stop_now = stop_flag_.item<double>() > 0;
+  }
+  stop_flag_ = torch::tensor({g_stop_requested ? 1.0 : 0.0}, torch::kDouble);
+  stop_work_ = allreduce_async(stop_flag_, ReduceOp::MAX, control_);
+  stop_pending_ = true;
+  return stop_now;
+}
+
+// Logs the window since the last record (one allreduce over the ranks) or
+// redraws the progress bar.
+void Worker::record_step(int64_t epoch, int64_t samples) {
+  window_steps_ += 1;
+  window_samples_ += static_cast<double>(samples);
+  if (pos_.step % recipe_.train.log_every_steps != 0 && pos_.step != total_) {
+    log_->tick(pos_.step, epoch + 1);
+    return;
+  }
+  const int64_t bytes_now = ddp_->bytes_sent();
+  at::Tensor w = torch::tensor({window_loss_sum_.item<double>(), window_steps_, window_samples_}, torch::kDouble);
+  allreduce(w, ReduceOp::SUM, control_);
+  auto now = std::chrono::steady_clock::now();
+  double seconds = std::chrono::duration<double>(now - window_start_).count();
+  outcome_.last_loss = w[0].item<double>() / std::max(1.0, w[1].item<double>());
+  log_->step({pos_.step, epoch + 1, outcome_.last_loss, built_.optimizers[0]->param_groups()[0].options().get_lr(),
+              seconds > 0 ? w[2].item<double>() / seconds : 0.0, log_->elapsed(), bytes_now - window_bytes_start_});
+  window_loss_sum_.zero_();
+  window_steps_ = window_samples_ = 0;
+  window_bytes_start_ = bytes_now;
+  window_start_ = now;
+}
+
+void Worker::loop() {
   // The loss is summed on the training device and read once per log window,
   // so a GPU run does not wait for every step to finish.
-  at::Tensor window_loss_sum = torch::zeros({}, at::TensorOptions().dtype(torch::kDouble).device(device));
-  double window_samples = 0, window_steps = 0;
-  auto window_start = std::chrono::steady_clock::now();
-  bool done = pos.step >= total;
-  for (int64_t epoch = pos.epoch; !done && epoch < recipe.train.epochs; ++epoch) {
-    sampler.set_epoch(epoch);
-    auto batches = make_batches(sampler.indices(), batch, ss.drop_last);
-    int64_t b = epoch == pos.epoch ? pos.batch_in_epoch : 0;
-    for (; b < static_cast<int64_t>(batches.size()) && pos.step < total; ++b) {
-      maybe_inject_fault(rank, pos.step);
-      // Did any rank ask to stop? The answer to the question asked one step
-      // ago arrives now, so the allreduce never waits on the critical path;
-      // every rank reads the same answer at the same step.
-      bool stop_now = false;
-      if (stop_pending) {
-        stop_work.wait();
-        stop_now = stop_flag.item<double>() > 0;
+  window_loss_sum_ = torch::zeros({}, at::TensorOptions().dtype(torch::kDouble).device(device_));
+  window_start_ = std::chrono::steady_clock::now();
+  window_bytes_start_ = ddp_->bytes_sent();
+  const auto& ss = recipe_.data.sampler;
+  const int64_t batch = recipe_.data.batch_size;
+  bool done = pos_.step >= total_;
+  for (int64_t epoch = pos_.epoch; !done && epoch < recipe_.train.epochs; ++epoch) {
+    sampler_->set_epoch(epoch);
+    auto batches = make_batches(sampler_->indices(), batch, ss.drop_last);
+    int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
+    for (; b < static_cast<int64_t>(batches.size()) && pos_.step < total_; ++b) {
+      maybe_inject_fault(rank_, pos_.step);
+      if (stop_requested_by_any_rank()) {
+        pos_.epoch = epoch;
+        pos_.batch_in_epoch = b;
+        save(pos_);
+        log_->say("stopped by a signal at step " + std::to_string(pos_.step) + "; checkpoint written, resume with "
+                  "the same command");
+        outcome_.stopped = true;
+        return;
       }
-      stop_flag = torch::tensor({g_stop_requested ? 1.0 : 0.0}, torch::kDouble);
-      stop_work = allreduce_async(stop_flag, ReduceOp::MAX, control);
-      stop_pending = true;
-      if (stop_now) {
-        pos.epoch = epoch;
-        pos.batch_in_epoch = b;
-        save(pos);
-        log.say("stopped by a signal at step " + std::to_string(pos.step) + "; checkpoint written, resume with "
-                "the same command");
-        outcome.stopped = true;
-        done = true;
-        break;
+      Batch data_batch = to_device(train_data_->get_batch(batches[b]), device_);
+      for (size_t i = 0; i < built_.optimizers.size(); ++i) {
+        train::set_lr(*built_.optimizers[i],
+                      train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], pos_.step, total_));
       }
-      Batch data_batch = to_device(train_data->get_batch(batches[b]), device);
-      for (size_t i = 0; i < built.optimizers.size(); ++i) {
-        train::set_lr(*built.optimizers[i], train::scheduled_lr(recipe.scheduler, built.base_lrs[i], pos.step, total));
-      }
-      ddp->zero_grad();
-      at::Tensor loss = recipe.model.loss == Loss::kModel
-                            ? forward_output(module, ddp.get(), {data_batch.input, data_batch.target})
-                            : train::compute_loss(recipe.model.loss,
-                                                  forward_output(module, ddp.get(), {data_batch.input}),
+      ddp_->zero_grad();
+      at::Tensor loss = recipe_.model.loss == Loss::kModel
+                            ? forward_output(module_, ddp_.get(), {data_batch.input, data_batch.target})
+                            : train::compute_loss(recipe_.model.loss,
+                                                  forward_output(module_, ddp_.get(), {data_batch.input}),
                                                   data_batch.target);
       loss.backward();
-      ddp->step();
-      ++pos.step;
-      window_loss_sum.add_(loss.detach().to(torch::kDouble));
-      window_steps += 1;
-      window_samples += static_cast<double>(batches[b].size());
-      if (pos.step % recipe.train.log_every_steps == 0 || pos.step == total) {
-        at::Tensor w = torch::tensor({window_loss_sum.item<double>(), window_steps, window_samples}, torch::kDouble);
-        allreduce(w, ReduceOp::SUM, control);
-        auto now = std::chrono::steady_clock::now();
-        double seconds = std::chrono::duration<double>(now - window_start).count();
-        outcome.last_loss = w[0].item<double>() / std::max(1.0, w[1].item<double>());
-        log.step({pos.step, epoch + 1, outcome.last_loss, built.optimizers[0]->param_groups()[0].options().get_lr(),
-                  seconds > 0 ? w[2].item<double>() / seconds : 0.0, log.elapsed()});
-        window_loss_sum.zero_();
-        window_steps = window_samples = 0;
-        window_start = now;
-      } else {
-        log.tick(pos.step, epoch + 1);
-      }
+      ddp_->step();
+      ++pos_.step;
+      window_loss_sum_.add_(loss.detach().to(torch::kDouble));
+      record_step(epoch, static_cast<int64_t>(batches[b].size()));
       const bool epoch_ends = b + 1 == static_cast<int64_t>(batches.size());
-      if (recipe.train.eval_every.kind == EvalSchedule::Kind::kSteps &&
-          pos.step % recipe.train.eval_every.steps == 0) {
-        run_eval(epoch);
+      if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kSteps &&
+          pos_.step % recipe_.train.eval_every.steps == 0) {
+        evaluate(epoch);
       }
-      if (recipe.checkpoint.every_steps && pos.step % *recipe.checkpoint.every_steps == 0 && pos.step < total) {
-        save(epoch_ends ? train::Position{pos.step, epoch + 1, 0} : train::Position{pos.step, epoch, b + 1});
+      if (recipe_.checkpoint.every_steps && pos_.step % *recipe_.checkpoint.every_steps == 0 && pos_.step < total_) {
+        save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0} : train::Position{pos_.step, epoch, b + 1});
       }
     }
-    if (done) break;
     if (b < static_cast<int64_t>(batches.size())) {  // max_steps reached inside the epoch
-      pos.epoch = epoch;
-      pos.batch_in_epoch = b;
+      pos_.epoch = epoch;
+      pos_.batch_in_epoch = b;
     } else {  // the epoch is complete
-      outcome.epochs_completed = epoch + 1;
-      if (recipe.train.eval_every.kind == EvalSchedule::Kind::kEpoch) run_eval(epoch);
-      pos.epoch = epoch + 1;
-      pos.batch_in_epoch = 0;
-      if (!recipe.checkpoint.every_steps && pos.step < total) save(pos);
+      outcome_.epochs_completed = epoch + 1;
+      if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kEpoch) evaluate(epoch);
+      pos_.epoch = epoch + 1;
+      pos_.batch_in_epoch = 0;
+      if (!recipe_.checkpoint.every_steps && pos_.step < total_) save(pos_);
     }
-    if (pos.step >= total) done = true;
+    if (pos_.step >= total_) done = true;
   }
-  if (!outcome.stopped) {
+}
+
+void Worker::finish() {
+  if (!outcome_.stopped) {
     // The run ended between scheduled evaluations (max_steps): evaluate the final model.
-    if (recipe.train.eval_every.kind != EvalSchedule::Kind::kNever && last_eval_step != pos.step && pos.step > 0) {
-      run_eval(std::min(pos.epoch, recipe.train.epochs - 1));
+    if (recipe_.train.eval_every.kind != EvalSchedule::Kind::kNever && last_eval_step_ != pos_.step && pos_.step > 0) {
+      evaluate(std::min(pos_.epoch, recipe_.train.epochs - 1));
     }
-    // Synchronous algorithms keep every rank's weights identical; check it
-    // once at the end (a checksum per rank) so silent divergence cannot pass.
+    // Compare the ranks' weights once at the end (a checksum per rank):
+    // identical for algorithms that promise it, so silent divergence cannot
+    // pass; reported as the spread for those that keep per-rank weights.
     std::vector<at::Tensor> parts;
-    for (const auto& [name, p] : ddp->bagua_build_params()) {
+    for (const auto& [name, p] : ddp_->bagua_build_params()) {
       parts.push_back(p.detach().reshape({-1}).to(torch::kCPU, torch::kDouble));
     }
     at::Tensor flat = torch::cat(parts);
     at::Tensor mine = torch::stack({flat.sum(), (flat * torch::arange(flat.numel(), torch::kDouble)).sum()});
-    at::Tensor all = torch::zeros({world, 2}, torch::kDouble);
-    allgather(mine, all, control);
+    at::Tensor all = torch::zeros({world_, 2}, torch::kDouble);
+    allgather(mine, all, control_);
     bool agree = true;
-    for (int r = 1; r < world; ++r) agree = agree && torch::equal(all[r], all[0]);
-    log.say(agree ? "final weights identical on all " + std::to_string(world) + " workers" +
-                        (recipe.model.ignore_params.empty() ? "" : " (ignored parameters excepted)")
-                  : "WARNING: final weights differ between workers");
-    save(pos);  // the final state: a later `resume: auto` finds the run complete
-    if (rank == 0) {
-      if (device.is_cpu()) {
-        module.save((out_dir / "model.pt").string());
+    for (int r = 1; r < world_; ++r) agree = agree && torch::equal(all[r], all[0]);
+    const std::string except = recipe_.model.ignore_params.empty() ? "" : " (ignored parameters excepted)";
+    if (agree) {
+      log_->say("final weights identical on all " + std::to_string(world_) + " workers" + except);
+    } else if (find_algorithm(recipe_.algorithm.name)->traits.replicas_identical) {
+      log_->say("WARNING: final weights differ between workers");
+    } else {
+      log_->say("final weights differ between workers, as " + recipe_.algorithm.name +
+                " keeps one model per worker; model.pt is rank 0's" + except);
+    }
+    save(pos_);  // the final state: a later `resume: auto` finds the run complete
+    if (rank_ == 0) {
+      if (device_.is_cpu()) {
+        module_.save((out_dir_ / "model.pt").string());
       } else {
         // A host copy, so model.pt loads on machines without a GPU too.
-        torch::jit::Module host = module.clone();
+        torch::jit::Module host = module_.clone();
         host.to(torch::kCPU);
-        host.save((out_dir / "model.pt").string());
+        host.save((out_dir_ / "model.pt").string());
       }
-      log.say("done: " + std::to_string(pos.step) + " steps; model in " + (out_dir / "model.pt").string());
+      log_->say("done: " + std::to_string(pos_.step) + " steps; model in " + (out_dir_ / "model.pt").string());
     }
   }
-  if (stop_pending) stop_work.wait();
-  outcome.steps = pos.step;
-  barrier(control);
-  return outcome;
+  if (stop_pending_) stop_work_.wait();
+  outcome_.steps = pos_.step;
+  barrier(control_);
+}
+
+}  // namespace
+
+TrainOutcome run_worker(const Recipe& recipe) {
+  check_supported(recipe);
+  std::signal(SIGTERM, request_stop);
+  std::signal(SIGINT, request_stop);
+  return Worker(recipe).run();
 }
 
 }  // namespace bagua

@@ -2,76 +2,140 @@
 //
 // An Algorithm is a declaration: a name and keyword arguments, cheap to
 // copy, what a recipe names. reify() turns it into an AlgorithmImpl bound to
-// a process group: the object whose hooks BaguaModule calls during training.
+// a process group: the object whose hooks the module (BaguaModule) calls
+// during training. Hooks see the module only through AlgorithmContext, a
+// narrow interface, so algorithms never depend on the module's internals.
 //
-// Lifecycle, as BaguaModule drives it:
-//   init:   init_tensors() -> bucket_options() -> buckets (BucketBuilder)
-//           -> init_operations() once per bucket
+// Lifecycle, as the module drives it:
+//   init:   init_tensors() -> bucket_options() -> buckets -> init_operations()
+//           once per bucket
 //   each iteration:
-//     on_forward_pre()                 before the forward pass
-//     on_tensor_ready(bucket, index)   from autograd, as each registered
-//                                      gradient is accumulated; buckets are
-//                                      then launched in bucket order on the
-//                                      module's communication thread, where
-//                                      run_bucket() does the bucket's work
-//     on_post_backward()               at the end of backward (default:
-//                                      waits for every launched bucket)
-//     on_post_step()                   after the optimizers stepped
-//   need_reset()  checked before each forward: true re-runs init (QAdam
-//                 leaving warm-up, say).
+//     need_reset()            before the forward pass; true re-runs init
+//                             (QAdam leaving warm-up, say)
+//     (step counter += 1)
+//     on_forward_pre()        before the forward pass (may mark tensors
+//                             ready: decentralized sends weights here)
+//     on_tensor_ready(b, i)   from autograd, as the gradient of the
+//                             parameter behind registered tensor i of
+//                             bucket b is accumulated; returning true marks
+//                             that tensor ready. Buckets whose tensors are
+//                             all ready are launched in bucket order on the
+//                             module's communication thread, where
+//                             run_bucket() does the bucket's work.
+//     on_post_backward()      at the end of backward (default: waits for
+//                             every launched bucket)
+//     on_post_step()          after the optimizers stepped
+//   on_shutdown()   before the module (or this algorithm, on a switch) is
+//                   torn down: stop background work here.
 #pragma once
 
 #include <bagua/bucket.h>
 #include <bagua/communication.h>
 
+#include <torch/optim/optimizer.h>
+
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bagua {
 
-class BaguaModule;
+using OptimizerPtr = std::shared_ptr<torch::optim::Optimizer>;
+
+// What an algorithm may use of the module it runs in.
+class AlgorithmContext {
+ public:
+  virtual ~AlgorithmContext() = default;
+
+  // (name, parameter) of every parameter that requires grad and is not
+  // ignored, in model order.
+  virtual std::vector<std::pair<std::string, at::Tensor>> build_params() const = 0;
+  virtual const std::vector<OptimizerPtr>& optimizers() const = 0;
+  // The buckets made from init_tensors() (empty before they exist).
+  virtual const std::vector<std::shared_ptr<Bucket>>& buckets() const = 0;
+  // Marks registered tensor `index` of bucket `bucket` ready for this
+  // iteration and launches every bucket now complete, in bucket order
+  // (run_bucket() on the communication thread). Thread-safe.
+  virtual void mark_ready(size_t bucket, size_t index) = 0;
+  // Runs `job` on the communication thread after the jobs already there.
+  virtual void submit(std::function<void()> job) = 0;
+  // Waits until every launched bucket and submitted job is done; rethrows
+  // the first failure.
+  virtual void wait_for_buckets() = 0;
+  // Forward passes started so far (Bagua's bagua_train_step_counter): 1
+  // during the first iteration.
+  virtual int64_t step_counter() const = 0;
+  // The group the module trains over.
+  virtual const ProcessGroupPtr& process_group() const = 0;
+  // with_bagua's bucket size (bytes) and flattening.
+  virtual int64_t bucket_bytes() const = 0;
+  virtual bool do_flatten() const = 0;
+};
 
 class AlgorithmImpl {
  public:
-  explicit AlgorithmImpl(ProcessGroupPtr group) : group_(std::move(group)) {}
+  // Makes comm_group(): a duplicate of `group` with its own connections
+  // (collective: every rank reifies the same algorithm at the same point).
+  explicit AlgorithmImpl(ProcessGroupPtr group);
   virtual ~AlgorithmImpl() = default;
 
   // True when the module must re-initialise tensors and buckets before the
-  // next forward pass.
-  virtual bool need_reset(BaguaModule& module);
+  // next forward pass. Default false.
+  virtual bool need_reset(AlgorithmContext& ctx);
 
   // The tensors to communicate. Default: the gradient of every parameter
-  // of module.bagua_build_params(), in reverse order (the order in which
-  // backward produces them).
-  virtual std::vector<BaguaTensor> init_tensors(BaguaModule& module);
+  // of ctx.build_params(), in reverse order (the order in which backward
+  // produces them), each named after its parameter.
+  virtual std::vector<BaguaTensor> init_tensors(AlgorithmContext& ctx);
 
   // How the tensors are split into buckets. Default: the module's bucket
   // size and flattening, no alignment.
-  virtual BucketOptions bucket_options(BaguaModule& module);
+  virtual BucketOptions bucket_options(AlgorithmContext& ctx);
 
   // Prepares per-bucket state once buckets exist. Default: nothing.
-  virtual void init_operations(BaguaModule& module, Bucket& bucket);
+  virtual void init_operations(AlgorithmContext& ctx, Bucket& bucket);
 
-  // Whether buckets are communicated from autograd hooks during backward.
-  // Default true; algorithms that communicate weights instead return false.
+  // True when the registered tensors become ready during backward
+  // (gradients, or momentum made from them): then each must be ready when
+  // backward ends, else the rank names the parameters that got no gradient
+  // instead of leaving its peers waiting. Default true; algorithms that
+  // send weights (marked ready elsewhere) return false.
   virtual bool communicates_during_backward() const { return true; }
+
+  // From autograd, when the gradient of the parameter behind registered
+  // tensor `index` of `bucket` has been accumulated. Return true to mark
+  // that tensor ready for communication. Default: true (the tensor is the
+  // gradient). Runs on autograd's thread.
+  virtual bool on_tensor_ready(AlgorithmContext& ctx, Bucket& bucket, size_t index);
 
   // The communication of one bucket; runs on the module's communication
   // thread, buckets strictly in order, and blocks until the bucket's data is
   // final. Default: nothing.
-  virtual void run_bucket(BaguaModule& module, Bucket& bucket);
+  virtual void run_bucket(AlgorithmContext& ctx, Bucket& bucket);
 
-  virtual void on_forward_pre(BaguaModule& module);
-  virtual void on_post_backward(BaguaModule& module);
-  virtual void on_post_step(BaguaModule& module);
+  virtual void on_forward_pre(AlgorithmContext& ctx);
+  virtual void on_post_backward(AlgorithmContext& ctx);
+  virtual void on_post_step(AlgorithmContext& ctx);
+  // Before teardown: stop background work. Default: nothing.
+  virtual void on_shutdown(AlgorithmContext& ctx);
 
   const ProcessGroupPtr& process_group() const { return group_; }
+  // The group an algorithm's own traffic goes through: the process group's
+  // members over their own connections, so it never interleaves with the
+  // user's collectives, and without the per-call argument check (every rank
+  // builds identical buckets).
+  const ProcessGroupPtr& comm_group() const { return comm_; }
+  // Bytes this rank sent for the algorithm (comm_group()'s counter, its
+  // sub-groups included): what `comm_bytes` in metrics.jsonl reports.
+  virtual int64_t bytes_sent() const { return comm_->bytes_sent(); }
 
  protected:
   ProcessGroupPtr group_;
+  ProcessGroupPtr comm_;
 };
 
 class Algorithm {
