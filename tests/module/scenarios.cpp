@@ -18,6 +18,7 @@
 #include <map>
 
 using bagua::testing::WorkerChecks;
+using bagua::testing::identical_across_ranks;
 
 namespace {
 
@@ -34,17 +35,6 @@ at::Tensor flat_params(torch::nn::Module& m) {
   std::vector<at::Tensor> parts;
   for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}).to(torch::kDouble));
   return torch::cat(parts);
-}
-
-// True when every rank holds exactly the same `t`.
-bool identical_across_ranks(const at::Tensor& t) {
-  int world = bagua::get_world_size();
-  at::Tensor all = torch::zeros({world, t.numel()}, t.options());
-  bagua::allgather(t.contiguous(), all);
-  for (int r = 1; r < world; ++r) {
-    if (!torch::equal(all[r], all[0])) return false;
-  }
-  return true;
 }
 
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const std::string& kind,

@@ -2,7 +2,7 @@
 // the real Fashion-MNIST files and TorchScript models exported by Python.
 #include <bagua/launch.h>
 
-#include "common/libtorch_compat.h"
+#include "support/bagua_run.h"
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -25,89 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kSource = BAGUA_SOURCE_DIR;
-const std::string kFmnist = "/usr/share/datasets/fashion-mnist/";
+using namespace bagua::testing;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct RunOutcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs `bagua run` with the given arguments (and environment prefix) and
-// collects its exit code and everything it printed.
-RunOutcome bagua_run(const std::string& args, const std::string& env = "") {
-  fs::path out = fs::temp_directory_path() / ("bagua-run-" + std::to_string(getpid()) + ".out");
-  std::string cmd = env + " " + BAGUA_CLI + " run " + args + " > " + out.string() + " 2>&1";
-  int status = std::system(cmd.c_str());
-  RunOutcome r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.output = slurp(out);
-  fs::remove(out);
-  return r;
-}
-
-class RunTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("bagua-e2e-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    bagua::compat::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) bagua::compat::remove_all(dir_);
-  }
-
-  // A small Fashion-MNIST recipe in the test's directory.
-  std::string write_recipe(const std::string& name, const std::string& extra = "",
-                           const std::string& model = "tests/run/models/mlp_small.pt") {
-    fs::path path = dir_ / (name + ".yaml");
-    std::ofstream(path) << "name: " << name << "\n"
-                        << "model: {torchscript: " << kSource << "/" << model << ", loss: cross_entropy}\n"
-                        << "data:\n"
-                        << "  train: {format: idx, images: " << kFmnist << "train-images-idx3-ubyte.gz, labels: "
-                        << kFmnist << "train-labels-idx1-ubyte.gz}\n"
-                        << "  batch_size: 16\n"
-                        << "optimizers: [{type: sgd, lr: 0.05, momentum: 0.9}]\n"
-                        << "distributed: {nproc_per_node: 2}\n"
-                        << "train: {epochs: 1, max_steps: 24, log_every_steps: 4}\n"
-                        << "checkpoint: {every_steps: 8, keep: 2}\n"
-                        << "output: {dir: " << (dir_ / name).string() << "}\n"
-                        << extra;
-    return path.string();
-  }
-
-  fs::path dir_;
-};
-
-std::vector<at::Tensor> model_parameters(const fs::path& model_pt) {
-  torch::jit::Module m = torch::jit::load(model_pt.string());
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
-  return m;
-}
-
-std::vector<nlohmann::json> metrics(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
+std::string slurp(const fs::path& path) { return read_file(path); }
 
 TEST_F(RunTest, TwoWorkersTrainLogCheckpointAndAgree) {
   std::string recipe = write_recipe("basic",
@@ -335,9 +255,9 @@ TEST_F(RunTest, BadDataIsReportedBeforeAnyWorkerStarts) {
 
 TEST_F(RunTest, UnsupportedFeaturesAreRefusedUpFront) {
   std::string recipe = write_recipe("unsupported");
-  RunOutcome r = bagua_run(recipe + " --set algorithm.name=bytegrad");
+  RunOutcome r = bagua_run(recipe + " --set algorithm.name=decentralized");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("algorithm 'bytegrad' is not implemented"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("algorithm 'decentralized' is not implemented"), std::string::npos) << r.output;
 }
 
 // A CPU build, or a machine without a GPU: asking for one is a clear user

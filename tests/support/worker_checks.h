@@ -4,6 +4,8 @@
 // failed. The parent test asserts the exit codes and the counts printed.
 #pragma once
 
+#include <bagua/communication.h>
+
 #include <ATen/ATen.h>
 
 #include <iostream>
@@ -106,6 +108,17 @@ inline int dispatch_scenario(const std::string& name,
     std::cerr << "scenario " << name << " failed: " << e.what() << std::endl;
     return 1;
   }
+}
+
+// True when every rank of the default group holds exactly the same `t`.
+inline bool identical_across_ranks(const at::Tensor& t) {
+  int world = bagua::get_world_size();
+  at::Tensor all = at::zeros({world, t.numel()}, t.options());
+  bagua::allgather(t.contiguous(), all);
+  for (int r = 1; r < world; ++r) {
+    if (!at::equal(all[r], all[0])) return false;
+  }
+  return true;
 }
 
 }  // namespace bagua::testing

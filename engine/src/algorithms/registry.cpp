@@ -1,5 +1,7 @@
 #include <bagua/algorithms/registry.h>
+#include <bagua/algorithms/bytegrad.h>
 #include <bagua/algorithms/gradient_allreduce.h>
+#include <bagua/algorithms/q_adam.h>
 #include <bagua/errors.h>
 
 namespace bagua {
@@ -18,7 +20,9 @@ const std::vector<AlgorithmDescriptor>& algorithm_registry() {
        "centralized, synchronous, 8-bit: compressed scatter-reduce and allgather of gradient buckets",
        {{"hierarchical", true}, {"average", true}},
        {true, false, true},
-       nullptr},
+       [](const json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+         return std::make_shared<ByteGrad>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
+       }},
       {"decentralized",
        "decentralized, synchronous, full precision: weights averaged with peers while forward and backward run",
        {{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}},
@@ -33,7 +37,16 @@ const std::vector<AlgorithmDescriptor>& algorithm_registry() {
        "centralized, synchronous, 8-bit: Adam whose momentum is averaged compressed after a warm-up",
        {{"hierarchical", true}},
        {true, true, true},
-       nullptr},
+       [](const json& kw, const AlgorithmBuildContext& context) -> AlgorithmPtr {
+         std::shared_ptr<QAdamOptimizer> qadam;
+         if (context.optimizers.size() == 1) qadam = std::dynamic_pointer_cast<QAdamOptimizer>(context.optimizers[0]);
+         if (!qadam) {
+           throw InvalidArgument("algorithm qadam drives exactly one optimizer, a QAdamOptimizer (the recipe's "
+                                 "optimizers: [{type: qadam}]); got " + std::to_string(context.optimizers.size()) +
+                                 " optimizer(s)" + (context.optimizers.size() == 1 ? " of another type" : ""));
+         }
+         return std::make_shared<QAdamAlgorithm>(qadam, kw.at("hierarchical").get<bool>());
+       }},
       {"async",
        "asynchronous model averaging in the background, with abort and resume",
        {{"peer_selection_mode", "all"}, {"sync_interval_ms", 500}, {"warmup_steps", 0}},

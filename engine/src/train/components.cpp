@@ -1,5 +1,6 @@
 #include "train/components.h"
 
+#include <bagua/algorithms/q_adam.h>
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
 
@@ -48,9 +49,14 @@ std::shared_ptr<torch::optim::Optimizer> make_one(const OptimizerSpec& s, std::v
                                                    .weight_decay(s.weight_decay)
                                                    .initial_accumulator_value(s.initial_accumulator_value)
                                                    .eps(s.eps));
-    case OptimizerType::kQAdam: break;
+    case OptimizerType::kQAdam:
+      return std::make_shared<QAdamOptimizer>(params, QAdamOptions(s.lr)
+                                                          .warmup_steps(s.warmup_steps)
+                                                          .betas({s.betas[0], s.betas[1]})
+                                                          .eps(s.eps)
+                                                          .weight_decay(s.weight_decay));
   }
-  throw Error("optimizer type qadam is not implemented yet (it comes with the qadam algorithm)", true);
+  throw Error("unknown optimizer type", false);
 }
 }  // namespace
 

@@ -29,4 +29,7 @@ class GradientAllReduce : public Algorithm {
   bool average_;
 };
 
+// Bagua's class name.
+using GradientAllReduceAlgorithm = GradientAllReduce;
+
 }  // namespace bagua

@@ -1,0 +1,89 @@
+#include "algorithms/low_precision.h"
+
+#include <bagua/compression.h>
+#include <bagua/errors.h>
+
+#include <ATen/ATen.h>
+
+namespace bagua::algorithms {
+
+namespace {
+// `slot`, reused when it already has `n` elements of `options`, else new.
+at::Tensor& buffer(at::Tensor& slot, int64_t n, const at::TensorOptions& options) {
+  if (!slot.defined() || slot.numel() != n || slot.scalar_type() != options.dtype().toScalarType() ||
+      slot.device() != options.device()) {
+    slot = at::empty({n}, options);
+  }
+  return slot;
+}
+}  // namespace
+
+void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool average, const std::string& what,
+                          LowPrecisionWorkspace* workspace) {
+  LowPrecisionWorkspace local;
+  LowPrecisionWorkspace& ws = workspace ? *workspace : local;
+  const int n = group->size(), r = group->rank();
+  const int64_t numel = flat.numel();
+  const int64_t per = MinMaxUInt8::chunk_numel(numel, n);
+  const int64_t stride = MinMaxUInt8::chunk_stride(numel, n);
+  auto len_of = [&](int64_t c) { return std::max<int64_t>(0, std::min(per, numel - c * per)); };
+  auto slot_bytes = [&](int64_t c) { return MinMaxUInt8::compressed_bytes(len_of(c), 1); };
+  const auto float_opts = flat.options().dtype(at::kFloat);
+  const auto byte_opts = flat.options().dtype(at::kByte);
+
+  // 1-2. Every chunk compressed on its own; rank r gets every rank's chunk r.
+  at::Tensor& packed = buffer(ws.packed, n * stride, byte_opts);
+  MinMaxUInt8::compress(flat, packed, n);
+  at::Tensor& received = buffer(ws.received, n * stride, byte_opts);
+  alltoall(packed, received, group);
+  const int64_t bad = MinMaxUInt8::first_non_finite_chunk(received, numel, n);
+  if (bad >= 0) {
+    throw Error(what + ": rank " + std::to_string(group->ranks()[bad]) + " sent NaN or infinite values (chunk " +
+                    std::to_string(r) + "); the training has diverged or its data holds non-finite values, and "
+                    "averaging them would poison every model",
+                true);
+  }
+
+  // 3. This rank's share: the n versions of chunk r, added in rank order.
+  const int64_t mine_len = len_of(r);
+  at::Tensor& share = buffer(ws.share, mine_len, float_opts);
+  share.zero_();
+  at::Tensor& one = buffer(ws.one, mine_len, float_opts);
+  for (int i = 0; i < n; ++i) {
+    MinMaxUInt8::decompress(received.narrow(0, i * stride, slot_bytes(r)), one, 1);
+    share.add_(one);
+  }
+  if (average) share.div_(n);
+
+  // 4. The share compressed again, gathered, and every share decompressed.
+  at::Tensor& mine = buffer(ws.mine, stride, byte_opts);
+  at::Tensor mine_packed = mine.narrow(0, 0, slot_bytes(r));
+  MinMaxUInt8::compress(share, mine_packed, 1);
+  mine.narrow(0, slot_bytes(r), stride - slot_bytes(r)).zero_();  // a shorter last share's padding
+  at::Tensor& gathered = buffer(ws.gathered, n * stride, byte_opts);
+  allgather(mine, gathered, group);
+  const bool direct = flat.scalar_type() == at::kFloat && flat.is_contiguous();
+  at::Tensor out = direct ? flat : buffer(ws.out, numel, float_opts);
+  at::Tensor out_flat = out.view({-1});
+  for (int i = 0; i < n; ++i) {
+    const int64_t len = len_of(i);
+    if (len == 0) continue;
+    at::Tensor dst = out_flat.narrow(0, i * per, len);
+    MinMaxUInt8::decompress(gathered.narrow(0, i * stride, slot_bytes(i)), dst, 1);
+  }
+  if (!out.is_same(flat)) flat.copy_(out.view(flat.sizes()));
+}
+
+void centralized_low_precision(at::Tensor& flat, const ProcessGroupPtr& group, bool hierarchical, bool average,
+                               const std::string& what, LowPrecisionWorkspace* workspace) {
+  if (!hierarchical) {
+    compressed_allreduce(flat, group, average, what, workspace);
+    return;
+  }
+  auto intra = group->intra_node_group();
+  reduce(flat, 0, average ? ReduceOp::AVG : ReduceOp::SUM, intra);
+  if (intra->rank() == 0) compressed_allreduce(flat, group->node_leaders_group(), average, what, workspace);
+  broadcast(flat, 0, intra);
+}
+
+}  // namespace bagua::algorithms

@@ -1,0 +1,119 @@
+// Helpers for end-to-end tests of `bagua run`: the real binary on real
+// files, a temporary directory per test, and readers for what a run writes.
+#pragma once
+
+#include "common/libtorch_compat.h"
+#include "support/multiprocess.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace bagua::testing {
+
+namespace fs = std::filesystem;
+
+inline const std::string kSource = BAGUA_SOURCE_DIR;
+inline const std::string kFmnist = "/usr/share/datasets/fashion-mnist/";
+
+inline std::string read_file(const fs::path& path) { return slurp(path.string()); }
+
+struct RunOutcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs `bagua run` with the given arguments (and environment prefix) and
+// collects its exit code and everything it printed.
+inline RunOutcome bagua_run(const std::string& args, const std::string& env = "") {
+  static int calls = 0;
+  fs::path out = fs::temp_directory_path() /
+                 ("bagua-run-" + std::to_string(getpid()) + "-" + std::to_string(calls++) + ".out");
+  std::string cmd = env + " " + BAGUA_CLI + " run " + args + " > " + out.string() + " 2>&1";
+  int status = std::system(cmd.c_str());
+  RunOutcome r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.output = read_file(out);
+  fs::remove(out);
+  return r;
+}
+
+// The parameters of a saved TorchScript model, in order.
+inline std::vector<at::Tensor> model_parameters(const fs::path& model_pt) {
+  torch::jit::Module m = torch::jit::load(model_pt.string());
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+inline double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
+  return m;
+}
+
+// Every record of a metrics.jsonl.
+inline std::vector<nlohmann::json> metrics(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The last eval_accuracy of a metrics.jsonl, or -1.
+inline double final_accuracy(const fs::path& path) {
+  double accuracy = -1;
+  for (const auto& j : metrics(path)) {
+    if (j.contains("eval_accuracy")) accuracy = j["eval_accuracy"];
+  }
+  return accuracy;
+}
+
+// A fixture with a fresh directory per test (kept when the test fails).
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("bagua-e2e-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    bagua::compat::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) bagua::compat::remove_all(dir_);
+  }
+
+  // A small Fashion-MNIST recipe in the test's directory.
+  std::string write_recipe(const std::string& name, const std::string& extra = "",
+                           const std::string& model = "tests/run/models/mlp_small.pt") {
+    fs::path path = dir_ / (name + ".yaml");
+    std::ofstream(path) << "name: " << name << "\n"
+                        << "model: {torchscript: " << kSource << "/" << model << ", loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: idx, images: " << kFmnist << "train-images-idx3-ubyte.gz, labels: "
+                        << kFmnist << "train-labels-idx1-ubyte.gz}\n"
+                        << "  batch_size: 16\n"
+                        << "optimizers: [{type: sgd, lr: 0.05, momentum: 0.9}]\n"
+                        << "distributed: {nproc_per_node: 2}\n"
+                        << "train: {epochs: 1, max_steps: 24, log_every_steps: 4}\n"
+                        << "checkpoint: {every_steps: 8, keep: 2}\n"
+                        << "output: {dir: " << (dir_ / name).string() << "}\n"
+                        << extra;
+    return path.string();
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace bagua::testing
