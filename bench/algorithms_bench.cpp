@@ -1,8 +1,13 @@
 // Step time and bytes of the low-precision algorithms against
 // gradient_allreduce, on the same model in the same run.
 //
-//   build/cli/bagua launch --nproc-per-node 2 --no-prefix --echo-rank 0 -- build/bench/algorithms_bench [MODEL...]
+//   build/cli/bagua launch --nproc-per-node 2 --no-prefix --echo-rank 0 -- build/bench/algorithms_bench [--decentralized] [MODEL...]
 //   sudo bash bench/slow_link.sh 1gbit -- build/bench/algorithms_bench        (two "machines", 1 Gbit/s)
+//   sudo bash bench/slow_link.sh 1gbit 4 -- build/bench/algorithms_bench --decentralized mlp1m   (four)
+//
+// --decentralized compares gradient_allreduce with decentralized (all and
+// shift_one, hierarchical off) and low_precision_decentralized instead.
+// --only NAME measures that algorithm alone against its baseline.
 //
 // MODEL: mlp1m (784-1024-1024-10, 1.9 M parameters) or mlp20m (784-4096-
 // 4096-10, 20.0 M parameters); default both. Batch 64 of random data per
@@ -18,6 +23,7 @@
 // counterpart, and the bytes this rank sent per step (the communication
 // layer's counter).
 #include <bagua/algorithms/bytegrad.h>
+#include <bagua/algorithms/decentralized.h>
 #include <bagua/algorithms/gradient_allreduce.h>
 #include <bagua/algorithms/q_adam.h>
 #include <bagua/communication.h>
@@ -61,7 +67,17 @@ int main(int argc, char** argv) {
   bagua::init_process_group();
   const int rank = bagua::get_rank();
   std::vector<std::string> models;
-  for (int i = 1; i < argc; ++i) models.push_back(argv[i]);
+  bool decentralized = false;
+  std::string only;  // --only NAME: that contender (and its baseline) alone
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--decentralized") {
+      decentralized = true;
+    } else if (std::string(argv[i]) == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      models.push_back(argv[i]);
+    }
+  }
   if (models.empty()) models = {"mlp1m", "mlp20m"};
   at::Tensor x = torch::randn({64, 784});
   at::Tensor y = torch::randint(0, 10, {64}, torch::kLong);
@@ -74,6 +90,7 @@ int main(int argc, char** argv) {
     auto add = [&](const std::string& name, const std::string& baseline,
                    const std::function<std::pair<std::shared_ptr<torch::optim::Optimizer>, bagua::AlgorithmPtr>(
                        torch::nn::Sequential&)>& make) {
+      if (!only.empty() && name != only && name != "gradient_allreduce" && name != "adam+allreduce") return;
       Contender c{name, baseline, make_model(model_name), nullptr, {}, 0};
       auto [opt, algorithm] = make(c.model);
       c.ddp = bagua::with_bagua(*c.model, {opt}, algorithm);
@@ -84,17 +101,30 @@ int main(int argc, char** argv) {
       return std::make_pair(std::shared_ptr<torch::optim::Optimizer>(opt),
                             bagua::AlgorithmPtr(std::make_shared<bagua::GradientAllReduce>(false, true)));
     });
-    add("bytegrad", "gradient_allreduce", [](torch::nn::Sequential& m) {
+    auto sgd_with = [&](const std::string& name, bagua::AlgorithmPtr algorithm) {
+      add(name, "gradient_allreduce", [algorithm](torch::nn::Sequential& m) {
+        auto opt = std::make_shared<torch::optim::SGD>(m->parameters(), torch::optim::SGDOptions(0.01));
+        return std::make_pair(std::shared_ptr<torch::optim::Optimizer>(opt), algorithm);
+      });
+    };
+    if (decentralized) {
+      sgd_with("decentralized/all", std::make_shared<bagua::Decentralized>(false, "all"));
+      if (bagua::get_world_size() % 2 == 0) {
+        sgd_with("decentralized/shift1", std::make_shared<bagua::Decentralized>(false, "shift_one"));
+      }
+      sgd_with("low_precision_dec", std::make_shared<bagua::LowPrecisionDecentralized>(false));
+    }
+    if (!decentralized) add("bytegrad", "gradient_allreduce", [](torch::nn::Sequential& m) {
       auto opt = std::make_shared<torch::optim::SGD>(m->parameters(), torch::optim::SGDOptions(0.01));
       return std::make_pair(std::shared_ptr<torch::optim::Optimizer>(opt),
                             bagua::AlgorithmPtr(std::make_shared<bagua::ByteGrad>(false, true)));
     });
-    add("adam+allreduce", "", [](torch::nn::Sequential& m) {
+    if (!decentralized) add("adam+allreduce", "", [](torch::nn::Sequential& m) {
       auto opt = std::make_shared<torch::optim::Adam>(m->parameters(), torch::optim::AdamOptions(0.0));
       return std::make_pair(std::shared_ptr<torch::optim::Optimizer>(opt),
                             bagua::AlgorithmPtr(std::make_shared<bagua::GradientAllReduce>(false, true)));
     });
-    add("qadam", "adam+allreduce", [](torch::nn::Sequential& m) {
+    if (!decentralized) add("qadam", "adam+allreduce", [](torch::nn::Sequential& m) {
       auto opt = std::make_shared<bagua::QAdamOptimizer>(m->parameters(), bagua::QAdamOptions(0.0).warmup_steps(8));
       return std::make_pair(std::shared_ptr<torch::optim::Optimizer>(opt),
                             bagua::AlgorithmPtr(std::make_shared<bagua::QAdamAlgorithm>(opt, false)));

@@ -12,8 +12,9 @@
 # 2. runs the GPU tests: collectives on CUDA tensors (NCCL at world size 1,
 #    several ranks sharing the GPU over Gloo), the MinMaxUInt8 kernel against
 #    the CPU bitwise, and `bagua run` of the quickstart on the GPU (one worker
-#    over NCCL, two sharing the GPU over Gloo) reaching 85%; with --all, the
-#    whole suite on the CUDA build;
+#    over NCCL, two sharing the GPU over Gloo) reaching 85%, and every other
+#    algorithm through `bagua run` on the GPU (one and two workers); with
+#    --all, the whole suite on the CUDA build;
 # 3. runs the GPU benchmarks: MinMaxUInt8 against a device-to-device copy,
 #    and one-GPU `bagua run` against a plain PyTorch loop.
 #

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test (the README's test command).
+# Installs what is missing, builds, and runs every test (the README's test
+# command): the whole suite, then the ThreadSanitizer build of the tests
+# whose code runs threads of its own (scripts/tsan-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
+bash scripts/tsan-test.sh

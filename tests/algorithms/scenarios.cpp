@@ -4,6 +4,7 @@
 // hand (MinMaxUInt8 as the quantiser, tested on its own): the weights must
 // come out bit for bit the same, and identical on every rank, after every
 // step.
+#include "algorithms/reference.h"
 #include "support/worker_checks.h"
 
 #include <bagua/algorithms/bytegrad.h>
@@ -26,48 +27,7 @@ using bagua::testing::identical_across_ranks;
 
 namespace {
 
-using Seq = torch::nn::Sequential;
-constexpr int64_t kBatch = 4, kIn = 6, kOut = 3;
-
-Seq make_mlp() {
-  return Seq(torch::nn::Linear(kIn, 10), torch::nn::Tanh(), torch::nn::Linear(10, 10), torch::nn::Tanh(),
-             torch::nn::Linear(10, kOut));
-}
-
-at::Tensor flat_params(torch::nn::Module& m) {
-  std::vector<at::Tensor> parts;
-  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
-  return torch::cat(parts);
-}
-
-// The data of step `step`: the same on every rank; rank q trains on rows
-// [q * kBatch, (q + 1) * kBatch).
-std::pair<at::Tensor, at::Tensor> batch_of(int64_t step, int world) {
-  torch::manual_seed(77 + step);
-  at::Tensor x = torch::randn({world * kBatch, kIn});
-  at::Tensor y = torch::randn({world * kBatch, kOut});
-  return {x, y};
-}
-
-// Every rank's gradients of `ref` (named like the model's parameters).
-std::vector<std::map<std::string, at::Tensor>> all_gradients(Seq& ref, int64_t step, int world) {
-  auto [x, y] = batch_of(step, world);
-  std::vector<std::map<std::string, at::Tensor>> out(world);
-  for (int q = 0; q < world; ++q) {
-    ref->zero_grad();
-    torch::mse_loss(ref->forward(x.narrow(0, q * kBatch, kBatch)), y.narrow(0, q * kBatch, kBatch)).backward();
-    for (const auto& item : ref->named_parameters()) out[q][item.key()] = item.value().grad().clone();
-  }
-  return out;
-}
-
-// A bucket's tensors of rank q, flattened in bucket order and zero-padded.
-at::Tensor bucket_flat(const bagua::Bucket& bucket, const std::map<std::string, at::Tensor>& tensors) {
-  std::vector<at::Tensor> parts;
-  for (const auto& t : bucket.tensors()) parts.push_back(tensors.at(t.name).reshape({-1}));
-  at::Tensor flat = torch::cat(parts);
-  return torch::cat({flat, torch::zeros({bucket.padded_numel() - flat.numel()})});
-}
+using namespace bagua::testing::ref;
 
 // Bagua's compressed average of `flats` (one per member, in rank order):
 // chunk c of every member, decompressed, added in rank order in float32 and
@@ -314,5 +274,10 @@ int run_scenario(const std::string& name) {
       {"qadam_exact", scenario_qadam_exact},
       {"qadam_warmup_is_adam", scenario_qadam_warmup_is_adam},
       {"bytegrad_nan", scenario_bytegrad_nan},
+      {"decentralized_exact", scenario_decentralized_exact},
+      {"low_precision_decentralized_exact", scenario_low_precision_decentralized_exact},
+      {"async_abort_resume", scenario_async_abort_resume},
+      {"async_one_rank_finished", scenario_async_one_rank_finished},
+      {"async_destroy_without_abort", scenario_async_destroy_without_abort},
   });
 }

@@ -215,7 +215,15 @@ TEST(MinMaxUInt8, CudaKernelMatchesTheCpuBitwise) {
       at::Tensor back_cpu = at::empty({n}), back_gpu = at::empty({n}, at::TensorOptions().device(gpu));
       MinMaxUInt8::decompress(z_cpu, back_cpu, chunks);
       MinMaxUInt8::decompress(z_gpu, back_gpu, chunks);
-      ASSERT_TRUE(at::equal(back_gpu.cpu(), back_cpu)) << "n=" << n << " chunks=" << chunks;
+      // Exactly equal, NaN for NaN (the marked chunk decompresses to NaNs,
+      // which at::equal never calls equal).
+      ASSERT_TRUE(at::allclose(back_gpu.cpu(), back_cpu, /*rtol=*/0, /*atol=*/0, /*equal_nan=*/true))
+          << "n=" << n << " chunks=" << chunks;
+      if (n > 10) {
+        EXPECT_TRUE(back_cpu[n / 2].isnan().item<bool>());
+        EXPECT_EQ(MinMaxUInt8::first_non_finite_chunk(z_gpu, n, chunks),
+                  MinMaxUInt8::first_non_finite_chunk(z_cpu, n, chunks));
+      }
     }
   }
 }

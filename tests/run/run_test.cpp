@@ -255,9 +255,10 @@ TEST_F(RunTest, BadDataIsReportedBeforeAnyWorkerStarts) {
 
 TEST_F(RunTest, UnsupportedFeaturesAreRefusedUpFront) {
   std::string recipe = write_recipe("unsupported");
-  RunOutcome r = bagua_run(recipe + " --set algorithm.name=decentralized");
+  RunOutcome r = bagua_run(recipe + " --set 'optimizers=[{type: sgd, lr: 0.1, fused: true}]'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("algorithm 'decentralized' is not implemented"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optimizers[0].fused: fused optimizers is not implemented"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "unsupported" / "logs")) << "no worker may have started";
 }
 
 // A CPU build, or a machine without a GPU: asking for one is a clear user

@@ -56,6 +56,11 @@ class Bucket {
   // buffer itself when flattened, else a fresh copy of the tensors (pass it
   // to write_back() after the operation). Padding is zero.
   at::Tensor flat();
+  // Without flattening: copies the tensors into `out` (at least
+  // padded_numel() elements, the bucket's dtype and device), allocating
+  // nothing; the padding of `out` is left as it is. Algorithms that keep
+  // their own buffer use this instead of flat() on every step.
+  void copy_into(at::Tensor& out);
   // Copies `flat` back into the tensors (a no-op when flattened).
   void write_back(const at::Tensor& flat);
 

@@ -207,6 +207,12 @@ Work alltoall_async(const at::Tensor& send, at::Tensor& recv,
 // element count on both sides.
 void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group = nullptr);
 void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr);
+// Non-blocking point to point (torch's isend/irecv): several may be in
+// flight at once, e.g. a ring exchange with both neighbours. Messages from
+// one sender with one `tag` are received in the order they were sent. The
+// tensors must stay alive until the Work is waited.
+Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group = nullptr, int tag = 0);
+Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr, int tag = 0);
 
 // Blocks until every member has reached it.
 void barrier(const ProcessGroupPtr& group = nullptr);

@@ -57,6 +57,10 @@ struct WithBaguaOptions {
   // Communicate buckets during backward (true) or only once backward has
   // finished (false: for measuring what overlap gains).
   bool overlap = true;
+  // The step counter to start from: a resumed run passes the steps already
+  // done, so algorithms that depend on it (a warm-up, every k-th step)
+  // start in the right phase.
+  int64_t step_counter = 0;
 };
 
 // What the module reports to a trace callback (tests, profiling).
@@ -120,6 +124,14 @@ class BaguaModule {
   // Receives every TraceEvent (from autograd and communication threads).
   // Set it before training, not while a backward pass runs.
   void set_trace(std::function<void(const TraceEvent&)> trace);
+
+  // The algorithm's background work (async averaging) stopped and started
+  // again, with every rank's agreement; see AlgorithmImpl. Collective.
+  void pause_background();
+  void resume_background();
+  // The algorithm's per-rank state, for checkpoints.
+  void save_algorithm_state(torch::serialize::OutputArchive& archive) const;
+  void load_algorithm_state(torch::serialize::InputArchive& archive);
 
   // Bytes this rank has sent for the algorithm (gradients, momentum or
   // weights), since with_bagua; see ProcessGroup::bytes_sent().

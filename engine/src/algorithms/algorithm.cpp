@@ -44,5 +44,9 @@ void AlgorithmImpl::on_forward_pre(AlgorithmContext&) {}
 void AlgorithmImpl::on_post_backward(AlgorithmContext& ctx) { ctx.wait_for_buckets(); }
 void AlgorithmImpl::on_post_step(AlgorithmContext&) {}
 void AlgorithmImpl::on_shutdown(AlgorithmContext&) {}
+void AlgorithmImpl::pause_background(AlgorithmContext&) {}
+void AlgorithmImpl::resume_background(AlgorithmContext&) {}
+void AlgorithmImpl::save_state(torch::serialize::OutputArchive&) const {}
+void AlgorithmImpl::load_state(torch::serialize::InputArchive&) {}
 
 }  // namespace bagua

@@ -1,5 +1,7 @@
 #include <bagua/algorithms/registry.h>
+#include <bagua/algorithms/async_model_average.h>
 #include <bagua/algorithms/bytegrad.h>
+#include <bagua/algorithms/decentralized.h>
 #include <bagua/algorithms/gradient_allreduce.h>
 #include <bagua/algorithms/q_adam.h>
 #include <bagua/errors.h>
@@ -27,12 +29,19 @@ const std::vector<AlgorithmDescriptor>& algorithm_registry() {
        "decentralized, synchronous, full precision: weights averaged with peers while forward and backward run",
        {{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}},
        {false, false, true},
-       nullptr},
+       [](const json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+         return std::make_shared<Decentralized>(kw.at("hierarchical").get<bool>(),
+                                                kw.at("peer_selection_mode").get<std::string>(),
+                                                kw.at("communication_interval").get<int64_t>());
+       }},
       {"low_precision_decentralized",
        "decentralized, synchronous, 8-bit: compressed weight differences exchanged around a ring",
        {{"hierarchical", true}, {"communication_interval", 1}},
        {false, false, true},
-       nullptr},
+       [](const json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+         return std::make_shared<LowPrecisionDecentralized>(kw.at("hierarchical").get<bool>(),
+                                                            kw.at("communication_interval").get<int64_t>());
+       }},
       {"qadam",
        "centralized, synchronous, 8-bit: Adam whose momentum is averaged compressed after a warm-up",
        {{"hierarchical", true}},
@@ -50,8 +59,13 @@ const std::vector<AlgorithmDescriptor>& algorithm_registry() {
       {"async",
        "asynchronous model averaging in the background, with abort and resume",
        {{"peer_selection_mode", "all"}, {"sync_interval_ms", 500}, {"warmup_steps", 0}},
-       {false, false, false},
-       nullptr},
+       {/*replicas_identical=*/false, /*needs_qadam_optimizer=*/false, /*supports_hierarchical=*/false,
+        /*synchronous=*/false},
+       [](const json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+         return std::make_shared<AsyncModelAverage>(kw.at("peer_selection_mode").get<std::string>(),
+                                                    kw.at("sync_interval_ms").get<int64_t>(),
+                                                    kw.at("warmup_steps").get<int64_t>());
+       }},
   };
   return registry;
 }

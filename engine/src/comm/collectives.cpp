@@ -359,6 +359,33 @@ void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group) {
       .wait();
 }
 
+Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group, int tag) {
+  Call call = start(group, Collective::kSend);
+  check_tensor(call, tensor, "tensor");
+  check_root(call, dst, "dst");
+  if (dst == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot send to itself");
+  if (call.impl->verify) comm::verify_send(*call.impl, tensor, dst);
+  if (tensor.numel() == 0) return call.work({}, nullptr);
+  at::Tensor data = wire_tensor(call, tensor);
+  std::vector<at::Tensor> tensors{as_bytes(data)};
+  call.count(tensors[0].numel(), 1.0);
+  auto w = call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag + 1 + tag); });
+  return call.work({w}, [data] {});  // keeps the staged copy alive until done
+}
+
+Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group, int tag) {
+  Call call = start(group, Collective::kSend);
+  check_tensor(call, tensor, "tensor");
+  check_root(call, src, "src");
+  if (src == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot receive from itself");
+  if (call.impl->verify) comm::verify_recv(*call.impl, tensor, src);
+  if (tensor.numel() == 0) return call.work({}, nullptr);
+  at::Tensor data = wire_tensor(call, tensor, /*fill=*/false);
+  std::vector<at::Tensor> tensors{as_bytes(data)};
+  auto w = call.launch([&](comm::Backend& b) { return b.recv(tensors, src, kDataTag + 1 + tag); });
+  return call.work({w}, copy_back(data, tensor));
+}
+
 // ---------------------------------------------------------------- barrier
 
 void barrier(const ProcessGroupPtr& group) {

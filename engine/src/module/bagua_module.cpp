@@ -106,6 +106,7 @@ BaguaModule::BaguaModule(std::vector<std::pair<std::string, at::Tensor>> paramet
     throw InvalidArgument("with_bagua: this process is not a member of the given process group");
   }
   internals_->build_params = bagua_build_params();
+  step_counter_ = options_.step_counter;
   broadcast_initial_state();
   context_ = std::make_unique<Context>(*this);
   impl_ = algorithm_->reify(group_);
@@ -357,6 +358,11 @@ void BaguaModule::on_backward_end() {
 }
 
 void BaguaModule::wait_for_buckets() { internals_->comm->wait_all(); }
+
+void BaguaModule::pause_background() { impl_->pause_background(*context_); }
+void BaguaModule::resume_background() { impl_->resume_background(*context_); }
+void BaguaModule::save_algorithm_state(torch::serialize::OutputArchive& archive) const { impl_->save_state(archive); }
+void BaguaModule::load_algorithm_state(torch::serialize::InputArchive& archive) { impl_->load_state(archive); }
 
 // ---------------------------------------------------------------- with_bagua
 

@@ -70,13 +70,17 @@ at::Tensor Bucket::flat() {
     attach();
     return buffer_;
   }
-  at::NoGradGuard no_grad;
   at::Tensor out = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
+  copy_into(out);
+  return out;
+}
+
+void Bucket::copy_into(at::Tensor& out) {
+  at::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     at::Tensor current = tensors_[i].get();
     if (current.defined()) out.narrow(0, offsets_[i], tensors_[i].numel()).copy_(current.reshape({-1}));
   }
-  return out;
 }
 
 void Bucket::write_back(const at::Tensor& flat) {

@@ -70,10 +70,9 @@ void set_rng_state(const at::Tensor& state) {
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
-                     const std::vector<std::pair<std::string, at::Tensor>>& parameters,
-                     const std::vector<std::pair<std::string, at::Tensor>>& buffers,
+                     const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const ProcessGroupPtr& group, int64_t keep) {
+                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank) {
   const bool leader = group->rank() == 0;
   const fs::path final_dir = fs::path(dir) / step_name(pos.step);
   const fs::path tmp = fs::path(dir) / ("." + step_name(pos.step) + ".tmp");
@@ -83,9 +82,24 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
   barrier(group);
   fs::create_directories(tmp);
   {
-    std::ostringstream out;
-    torch::save(rng_state(), out);
-    write_text(tmp / ("rng-rank-" + std::to_string(get_rank()) + ".pt"), out.str());
+    torch::serialize::OutputArchive mine;
+    mine.write("rng", rng_state());
+    mine.write("step_counter", at::tensor({rank.step_counter}, at::kLong));
+    if (rank.model) {
+      for (const auto& [name, t] : rank.parameters) mine.write("param." + name, t.detach().cpu());
+      for (const auto& [name, t] : rank.buffers) mine.write("buffer." + name, t.detach().cpu(), /*is_buffer=*/true);
+      for (size_t i = 0; i < optimizers.size(); ++i) {
+        torch::serialize::OutputArchive opt;
+        optimizers[i]->save(opt);
+        mine.write("optimizer-" + std::to_string(i), opt);
+      }
+    }
+    if (rank.save_algorithm) {
+      torch::serialize::OutputArchive algorithm;
+      rank.save_algorithm(algorithm);
+      mine.write("algorithm", algorithm);
+    }
+    mine.save_to((tmp / ("rank-" + std::to_string(get_rank()) + ".pt")).string());
   }
   if (leader) {
     torch::serialize::OutputArchive model;
@@ -194,15 +208,60 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
       torch::load(*optimizers[i], (fs::path(where) / ("optimizer-" + std::to_string(i) + ".pt")).string(), device);
     }
   }
-  fs::path rng = fs::path(where) / ("rng-rank-" + std::to_string(get_rank()) + ".pt");
-  if (fs::exists(rng)) {
-    at::Tensor state;
-    torch::load(state, rng.string());
-    set_rng_state(state);
-  }
   if (chosen) *chosen = where;
   return Position{meta.at("step").get<int64_t>(), meta.at("epoch").get<int64_t>(),
                   meta.at("batch_in_epoch").get<int64_t>()};
+}
+
+int64_t load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
+                        const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                        const RankState& rank, int64_t fallback) {
+  const fs::path file = fs::path(where) / ("rank-" + std::to_string(get_rank()) + ".pt");
+  if (!fs::exists(file)) {
+    // Written before rank files existed: only the RNG was per rank.
+    const fs::path rng = fs::path(where) / ("rng-rank-" + std::to_string(get_rank()) + ".pt");
+    if (fs::exists(rng)) {
+      at::Tensor state;
+      torch::load(state, rng.string());
+      set_rng_state(state);
+    }
+    return fallback;
+  }
+  torch::NoGradGuard no_grad;
+  const at::Device device = parameters.empty() ? at::Device(at::kCPU) : parameters.front().second.device();
+  torch::serialize::InputArchive mine;
+  mine.load_from(file.string(), device);
+  at::Tensor t;
+  mine.read("rng", t);
+  set_rng_state(t.cpu());
+  int64_t step_counter = fallback;
+  if (mine.try_read("step_counter", t)) step_counter = t.cpu().item<int64_t>();
+  if (rank.model) {
+    auto missing = [&](const std::string& what) {
+      return Error("checkpoint " + where + ": " + file.filename().string() + " has no " + what +
+                       " (was it written by a run whose ranks shared one model?)",
+                   true);
+    };
+    for (const auto& [name, p] : parameters) {
+      at::Tensor loaded;
+      if (!mine.try_read("param." + name, loaded)) throw missing("parameter " + name);
+      p.detach().copy_(loaded);
+    }
+    for (const auto& [name, b] : buffers) {
+      at::Tensor loaded;
+      if (mine.try_read("buffer." + name, loaded, /*is_buffer=*/true)) b.detach().copy_(loaded);
+    }
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      torch::serialize::InputArchive opt;
+      if (!mine.try_read("optimizer-" + std::to_string(i), opt)) throw missing("state of optimizer " + std::to_string(i));
+      optimizers[i]->load(opt);
+    }
+  }
+  if (rank.load_algorithm) {
+    torch::serialize::InputArchive algorithm;
+    if (mine.try_read("algorithm", algorithm)) rank.load_algorithm(algorithm);
+  }
+  return step_counter;
 }
 
 }  // namespace bagua::train

@@ -1,8 +1,13 @@
 // Checkpoints: OUTPUT/checkpoints/step-NNNNNNNN/ with
 //   meta.json            step, epoch, position in the epoch, world size, algorithm, recipe name
-//   model.pt             every parameter and buffer, by name (torch::serialize archive)
-//   optimizer-I.pt       each optimizer's state and hyperparameters
-//   rng-rank-R.pt        each rank's CPU generator state
+//   model.pt             every parameter and buffer, by name (torch::serialize archive):
+//                        rank 0's, or the ranks' average for algorithms that keep one
+//                        model per rank (the trainer passes the averaged weights)
+//   optimizer-I.pt       rank 0's state and hyperparameters of each optimizer
+//   rank-R.pt            rank R's own state: its CPU generator, the module's step
+//                        counter, the algorithm's state, and, when ranks differ
+//                        (per-rank algorithms, rank-local ignored parameters),
+//                        its parameters, buffers and optimizer states
 //   recipe.resolved.yaml the recipe that ran
 // Written by all ranks into a hidden temporary directory that rank 0 renames
 // once complete, so a crash mid-write never leaves a corrupt latest
@@ -15,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -26,20 +32,39 @@ struct Position {
   int64_t batch_in_epoch = 0;  // batches of that epoch already done
 };
 
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What each rank writes of its own into rank-R.pt (and reads back).
+struct RankState {
+  int64_t step_counter = 0;
+  // Its own parameters and buffers (and its optimizers' state) too.
+  bool model = false;
+  NamedTensors parameters, buffers;  // this rank's own (model only)
+  std::function<void(torch::serialize::OutputArchive&)> save_algorithm;
+  std::function<void(torch::serialize::InputArchive&)> load_algorithm;
+};
+
 // Collective over `group`: every rank calls it at the same step.
 void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
-                     const std::vector<std::pair<std::string, at::Tensor>>& parameters,
-                     const std::vector<std::pair<std::string, at::Tensor>>& buffers,
+                     const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const ProcessGroupPtr& group, int64_t keep);
+                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank);
+
+// This rank's part of checkpoint `where` (after with_bagua, which
+// broadcasts rank 0's state): RNG, algorithm state, and its own parameters,
+// buffers and optimizer states when the checkpoint holds them. Returns the
+// step counter saved (or `fallback` for a checkpoint without rank files).
+int64_t load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
+                        const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                        const RankState& rank, int64_t fallback);
 
 // The newest complete checkpoint under `dir`, if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 
 // Collective. Rank 0 chooses the checkpoint (`path`, or the latest under
 // `dir` when path is empty and resume is auto) and tells the others. Rank 0
-// loads the model and optimizer state (with_bagua then broadcasts them);
-// every rank restores its RNG state when its file is there. Returns the
+// loads the model and optimizer state (with_bagua then broadcasts them;
+// load_rank_state() then restores what is each rank's own). Returns the
 // position to continue from, or nothing when there is no checkpoint.
 // Throws a user Error when the checkpoint's world size differs.
 std::optional<Position> resume_checkpoint(const std::string& dir, const std::string& path,

@@ -20,6 +20,9 @@
 
 #include <atomic>
 #include <ctime>
+#include <exception>
+#include <functional>
+#include <map>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -181,6 +184,7 @@ class Worker {
     setup();
     resume();
     wrap();
+    restore_rank_state();
     plan();
     loop();
     finish();
@@ -194,14 +198,30 @@ class Worker {
   void plan();
   void loop();
   void finish();
+  void restore_rank_state();
   void evaluate(int64_t epoch);
   void save(const train::Position& at);
   bool stop_requested_by_any_rank();
+  void drain_stop_votes();
+  void cast_vote(bool stop);
   void record_step(int64_t epoch, int64_t samples);
-  void side_work_begin() {}  // nothing runs beside training yet (async averaging will)
-  void side_work_end() {}
+  train::RankState rank_state();
+  // Runs `fn` with every rank's weights replaced by the ranks' average (for
+  // algorithms that keep one model per rank), then puts each rank's own
+  // back. Collective.
+  void with_average_model(const std::function<void()>& fn);
+  // Background work of the algorithm (async averaging) stops around
+  // evaluation and checkpoints. Collective.
+  void side_work_begin() { ddp_->pause_background(); }
+  void side_work_end() {
+    if (!finishing_) ddp_->resume_background();
+  }
 
   const Recipe& recipe_;
+  const AlgorithmDescriptor* algorithm_ = nullptr;
+  // Ranks hold different weights (per-rank algorithms, or rank-local
+  // ignored parameters): checkpoints then keep each rank's own.
+  bool per_rank_model_ = false;
   at::Device device_{at::kCPU};
   int rank_ = 0, world_ = 1;
   fs::path out_dir_, ckpt_dir_;
@@ -216,11 +236,15 @@ class Worker {
   train::Position pos_;
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;
+  bool finishing_ = false;  // training is over: background work stays stopped
 
-  // Stop flags: the answer to the question asked one step ago arrives now.
+  // Stop votes, on a group of their own: synchronous algorithms read the
+  // answer to the vote of one step ago; async ones only when it is in.
+  ProcessGroupPtr votes_;
   at::Tensor stop_flag_;
   Work stop_work_;
   bool stop_pending_ = false;
+  int64_t votes_cast_ = 0;
   // The current metrics window.
   at::Tensor window_loss_sum_;
   double window_samples_ = 0, window_steps_ = 0;
@@ -260,6 +284,10 @@ void Worker::setup() {
   // CPU tensors over Gloo, so they never wait on the GPU's stream.
   control_ = default_group()->duplicate("gloo");
   control_->set_verify_collectives(false);
+  votes_ = default_group()->duplicate("gloo");
+  votes_->set_verify_collectives(false);
+  algorithm_ = find_algorithm(recipe_.algorithm.name);
+  per_rank_model_ = !algorithm_->traits.replicas_identical || !recipe_.model.ignore_params.empty();
 }
 
 void Worker::resume() {
@@ -290,10 +318,64 @@ void Worker::wrap() {
   wopts.do_flatten = recipe_.algorithm.flatten;
   wopts.bucket_bytes = recipe_.algorithm.bucket_size;
   wopts.parameters_to_ignore = recipe_.model.ignore_params;
+  wopts.step_counter = pos_.step;  // one forward per optimizer step: a resumed run continues the count
   AlgorithmBuildContext context;
   context.optimizers = built_.optimizers;
   ddp_ = with_bagua(module_, built_.optimizers, make_algorithm(recipe_.algorithm.name, recipe_.algorithm.kwargs, context),
                     wopts);
+}
+
+// What with_bagua's broadcast replaced with rank 0's: this rank's own
+// weights, optimizer and algorithm state, and RNG, from its rank file.
+void Worker::restore_rank_state() {
+  if (outcome_.resumed_from.empty()) return;
+  train::load_rank_state(outcome_.resumed_from, params_, buffers_, built_.optimizers, rank_state(), pos_.step);
+}
+
+train::RankState Worker::rank_state() {
+  train::RankState rank;
+  rank.step_counter = ddp_->bagua_train_step_counter();
+  rank.model = per_rank_model_;
+  rank.save_algorithm = [this](torch::serialize::OutputArchive& a) { ddp_->save_algorithm_state(a); };
+  rank.load_algorithm = [this](torch::serialize::InputArchive& a) { ddp_->load_algorithm_state(a); };
+  return rank;
+}
+
+void Worker::with_average_model(const std::function<void()>& fn) {
+  if (algorithm_->traits.replicas_identical) {
+    fn();
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  // Floating parameters and buffers, one flat average per dtype.
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, p] : params_) tensors.push_back(p);
+  for (const auto& [name, b] : buffers_) {
+    if (at::isFloatingType(b.scalar_type())) tensors.push_back(b);
+  }
+  std::vector<at::Tensor> own;
+  for (const auto& t : tensors) own.push_back(t.detach().clone());
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> parts;
+    for (const auto& t : group) parts.push_back(t.detach().reshape({-1}));
+    at::Tensor flat = torch::cat(parts);
+    allreduce(flat, ReduceOp::AVG, default_group());
+    int64_t offset = 0;
+    for (auto& t : group) {
+      t.detach().copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+  std::exception_ptr error;
+  try {
+    fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].detach().copy_(own[i]);
+  if (error) std::rethrow_exception(error);
 }
 
 // Steps per epoch and in all; the log; the first lines the user reads.
@@ -328,18 +410,30 @@ void Worker::plan() {
   }
 }
 
+// model.pt of the checkpoint holds the one model (the average, for per-rank
+// algorithms); each rank's file holds its own.
 void Worker::save(const train::Position& at) {
   side_work_begin();
-  train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, default_group(),
-                         recipe_.checkpoint.keep);
+  train::RankState rank = rank_state();
+  if (per_rank_model_) {
+    for (const auto& [name, p] : params_) rank.parameters.emplace_back(name, p.detach().clone());
+    for (const auto& [name, b] : buffers_) rank.buffers.emplace_back(name, b.detach().clone());
+  }
+  with_average_model([&] {
+    train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, default_group(),
+                           recipe_.checkpoint.keep, rank);
+  });
   side_work_end();
 }
 
+// The metrics are those of the model that is saved: the ranks' average for
+// per-rank algorithms.
 void Worker::evaluate(int64_t epoch) {
   if (!eval_data_) return;
   side_work_begin();
   last_eval_step_ = pos_.step;
-  EvalResult e = evaluate_model(recipe_, module_, *eval_data_, control_, device_);
+  EvalResult e;
+  with_average_model([&] { e = evaluate_model(recipe_, module_, *eval_data_, control_, device_); });
   outcome_.eval_loss = e.loss;
   outcome_.eval_accuracy = e.accuracy;
   log_->eval({pos_.step, epoch + 1, e.loss, e.accuracy, e.samples, log_->elapsed()});
@@ -349,16 +443,40 @@ void Worker::evaluate(int64_t epoch) {
 // Did any rank ask to stop? The answer to the question asked one step ago
 // arrives now, so the allreduce never waits on the critical path; every
 // rank reads the same answer at the same step.
+//
+// Async algorithms must not wait for the slowest rank every step: there a
+// vote is read only once every rank has cast it (polled, never waited for),
+// and a new one is cast only then, so the ranks' votes stay matched one for
+// one while they run at their own pace (drain_stop_votes() closes the last).
 bool Worker::stop_requested_by_any_rank() {
   bool stop_now = false;
   if (stop_pending_) {
+    if (!algorithm_->traits.synchronous && !stop_work_.is_completed()) return false;
     stop_work_.wait();
+    stop_pending_ = false;
     stop_now = stop_flag_.item<double>() > 0;
   }
-  stop_flag_ = torch::tensor({g_stop_requested ? 1.0 : 0.0}, torch::kDouble);
-  stop_work_ = allreduce_async(stop_flag_, ReduceOp::MAX, control_);
-  stop_pending_ = true;
+  cast_vote(g_stop_requested);
   return stop_now;
+}
+
+void Worker::cast_vote(bool stop) {
+  stop_flag_ = torch::tensor({stop ? 1.0 : 0.0}, torch::kDouble);
+  stop_work_ = allreduce_async(stop_flag_, ReduceOp::MAX, votes_);
+  stop_pending_ = true;
+  ++votes_cast_;
+}
+
+// At the end the ranks may have cast different numbers of votes (an async
+// rank casts its next only when its last is complete, so a rank can be one
+// ahead); they agree on the largest count and the others catch up, so every
+// vote completes.
+void Worker::drain_stop_votes() {
+  at::Tensor most = torch::tensor({static_cast<double>(votes_cast_)}, torch::kDouble);
+  allreduce(most, ReduceOp::MAX, control_);
+  while (votes_cast_ < static_cast<int64_t>(most.item<double>())) cast_vote(false);
+  if (stop_pending_) stop_work_.wait();
+  stop_pending_ = false;
 }
 
 // Logs the window since the last record (one allreduce over the ranks) or
@@ -372,7 +490,8 @@ void Worker::record_step(int64_t epoch, int64_t samples) {
   }
   const int64_t bytes_now = ddp_->bytes_sent();
   at::Tensor w = torch::tensor({window_loss_sum_.item<double>(), window_steps_, window_samples_}, torch::kDouble);
-  allreduce(w, ReduceOp::SUM, control_);
+  // Async ranks do not wait for each other: rank 0 reports its own window.
+  if (algorithm_->traits.synchronous) allreduce(w, ReduceOp::SUM, control_);
   auto now = std::chrono::steady_clock::now();
   double seconds = std::chrono::duration<double>(now - window_start_).count();
   outcome_.last_loss = w[0].item<double>() / std::max(1.0, w[1].item<double>());
@@ -448,6 +567,8 @@ void Worker::loop() {
 }
 
 void Worker::finish() {
+  finishing_ = true;
+  side_work_begin();  // async: the weights stop moving before they are checked and saved
   if (!outcome_.stopped) {
     // The run ended between scheduled evaluations (max_steps): evaluate the final model.
     if (recipe_.train.eval_every.kind != EvalSchedule::Kind::kNever && last_eval_step_ != pos_.step && pos_.step > 0) {
@@ -469,14 +590,15 @@ void Worker::finish() {
     const std::string except = recipe_.model.ignore_params.empty() ? "" : " (ignored parameters excepted)";
     if (agree) {
       log_->say("final weights identical on all " + std::to_string(world_) + " workers" + except);
-    } else if (find_algorithm(recipe_.algorithm.name)->traits.replicas_identical) {
+    } else if (algorithm_->traits.replicas_identical) {
       log_->say("WARNING: final weights differ between workers");
     } else {
       log_->say("final weights differ between workers, as " + recipe_.algorithm.name +
-                " keeps one model per worker; model.pt is rank 0's" + except);
+                " keeps one model per worker; model.pt and the evaluations are of their average");
     }
     save(pos_);  // the final state: a later `resume: auto` finds the run complete
-    if (rank_ == 0) {
+    with_average_model([&] {
+      if (rank_ != 0) return;
       if (device_.is_cpu()) {
         module_.save((out_dir_ / "model.pt").string());
       } else {
@@ -486,9 +608,9 @@ void Worker::finish() {
         host.save((out_dir_ / "model.pt").string());
       }
       log_->say("done: " + std::to_string(pos_.step) + " steps; model in " + (out_dir_ / "model.pt").string());
-    }
+    });
   }
-  if (stop_pending_) stop_work_.wait();
+  drain_stop_votes();
   outcome_.steps = pos_.step;
   barrier(control_);
 }

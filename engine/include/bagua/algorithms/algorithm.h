@@ -33,6 +33,7 @@
 #include <bagua/communication.h>
 
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
 
 #include <nlohmann/json.hpp>
 
@@ -122,6 +123,19 @@ class AlgorithmImpl {
   virtual void on_post_step(AlgorithmContext& ctx);
   // Before teardown: stop background work. Default: nothing.
   virtual void on_shutdown(AlgorithmContext& ctx);
+
+  // Work that runs beside training (async's background averaging) stops
+  // here, with every rank's agreement, and starts again in resume_
+  // background(): the trainer brackets evaluation and checkpoints with
+  // them. Both collective; defaults do nothing.
+  virtual void pause_background(AlgorithmContext& ctx);
+  virtual void resume_background(AlgorithmContext& ctx);
+
+  // State of this rank's algorithm that a checkpoint must hold (peer
+  // replicas, counters), keyed by names of the algorithm's choosing.
+  // Defaults: none.
+  virtual void save_state(torch::serialize::OutputArchive& archive) const;
+  virtual void load_state(torch::serialize::InputArchive& archive);
 
   const ProcessGroupPtr& process_group() const { return group_; }
   // The group an algorithm's own traffic goes through: the process group's

@@ -23,6 +23,9 @@ struct AlgorithmTraits {
   bool needs_qadam_optimizer = false;
   // Has a `hierarchical` keyword argument that takes effect.
   bool supports_hierarchical = false;
+  // Every rank takes the same steps in lockstep (false for async: ranks run
+  // at their own pace, and the trainer must not wait for them every step).
+  bool synchronous = true;
 };
 
 // What a factory may need beyond the keyword arguments.
