@@ -19,6 +19,7 @@ enum ExitCode : int {
   kExitInternal = 1,      // a bug or an unexpected system failure
   kExitInvalidInput = 2,  // bad flags, an invalid recipe, bad environment
   kExitWorkerFailed = 3,  // a worker process failed (launch, run)
+  kExitDiverged = 4,      // run: the loss or a gradient became NaN or infinite (train.on_nonfinite: stop)
   kExitInterrupted = 130, // stopped by SIGINT/SIGTERM
 };
 

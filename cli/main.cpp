@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
     if (!sub->parsed()) continue;
     try {
       return run();
+    } catch (const bagua::DivergedError& e) {
+      std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
+      return kExitDiverged;
     } catch (const bagua::Error& e) {
       std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
       return e.is_user_error() ? kExitInvalidInput : kExitInternal;

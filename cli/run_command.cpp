@@ -9,12 +9,20 @@
 #include <bagua/recipe.h>
 #include <bagua/trainer.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 namespace bagua::cli {
 namespace {
@@ -72,7 +80,65 @@ void adopt_slurm(const Recipe& recipe) {
   }
   if (env_set("SLURM_NODEID")) setenv("GROUP_RANK", get("SLURM_NODEID").c_str(), 1);
   if (!env_set("MASTER_ADDR")) setenv("MASTER_ADDR", recipe.distributed.master_addr.c_str(), 1);
-  if (!env_set("MASTER_PORT")) setenv("MASTER_PORT", std::to_string(recipe.distributed.master_port).c_str(), 1);
+  if (!env_set("MASTER_PORT")) setenv("MASTER_PORT", std::to_string(recipe.distributed.master_port_or_default()).c_str(), 1);
+}
+
+// One run at a time in an output directory (per node: the nodes of one job
+// may share it). An flock on OUTPUT/.bagua-run-node-R.lock, held by this
+// process and inherited by its workers, so it is released only when the
+// last of them is gone; the file names the holder for whoever finds it held.
+class OutputLock {
+ public:
+  // Returns an error message when another run holds the directory.
+  std::optional<std::string> acquire(const std::filesystem::path& dir, int node_rank) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return "cannot create the output directory " + dir.string() + ": " + ec.message();
+    path_ = dir / (".bagua-run-node-" + std::to_string(node_rank) + ".lock");
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT, 0644);  // no O_CLOEXEC: the workers hold it too
+    if (fd_ < 0) return "cannot open " + path_.string() + ": " + std::strerror(errno);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      std::ifstream in(path_);
+      std::string holder((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+      return "the output directory " + dir.string() + " is in use by another run (" +
+             (holder.empty() ? std::string("holder unknown") : holder) +
+             "); wait for it to end, stop it, or set output.dir to another directory";
+    }
+    char host[256] = "?";
+    ::gethostname(host, sizeof(host) - 1);
+    std::time_t now = std::time(nullptr);
+    char when[64];
+    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::ostringstream text;
+    text << "bagua run, pid " << ::getpid() << " on " << host << ", since " << when << "\n";
+    const std::string t = text.str();
+    if (::ftruncate(fd_, 0) == 0) {
+      ssize_t ignored = ::pwrite(fd_, t.data(), t.size(), 0);
+      (void)ignored;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;  // kept open for the life of the process
+};
+
+// Before a restart: this attempt's logs move to LOG_DIR/attempt-K/, so
+// every attempt's are kept and LOG_DIR/rank-N.log is always the newest's.
+void keep_attempt_logs(const std::filesystem::path& log_dir, int attempt) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path kept = log_dir / ("attempt-" + std::to_string(attempt));
+  fs::create_directories(kept, ec);
+  for (const auto& entry : fs::directory_iterator(log_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && name.rfind("rank-", 0) == 0 && entry.path().extension() == ".log") {
+      fs::rename(entry.path(), kept / name, ec);
+    }
+  }
+  if (ec) std::cerr << "bagua run: warning: could not keep the logs of attempt " << attempt << ": " << ec.message() << "\n";
 }
 
 int run_as_worker(const Recipe& recipe) {
@@ -84,6 +150,11 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
   check_supported(recipe);
   check_data(recipe);  // bad data fails here, before any worker starts
   const auto& d = recipe.distributed;
+  static OutputLock lock;  // held until this process (and its workers) exit
+  if (auto busy = lock.acquire(recipe.output.dir, d.node_rank)) {
+    std::cerr << "bagua run: " << *busy << "\n";
+    return kExitInvalidInput;
+  }
   LaunchOptions opts;
   opts.command = {self_exe(), "run", flags.recipe};
   for (const auto& o : flags.overrides) {
@@ -94,9 +165,9 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
   opts.nnodes = d.nnodes;
   opts.node_rank = d.node_rank;
   opts.master_addr = d.master_addr;
-  // One node and no port asked for on the command line: any free port, so
-  // two runs on one machine never collide on 29500.
-  opts.master_port = (d.nnodes == 1 && !flags.master_port) ? 0 : d.master_port;
+  // One node and no port asked for (recipe or command line): any free
+  // port, so two runs on one machine never collide on 29500.
+  opts.master_port = (d.nnodes == 1 && !d.master_port) ? 0 : d.master_port_or_default();
   opts.log_dir = (std::filesystem::path(recipe.output.dir) / "logs").string();
   opts.echo_rank = 0;
   opts.prefix_output = false;
@@ -118,12 +189,22 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
       return kExitInterrupted;
     }
     std::cerr << "bagua run: " << result.summary() << "\n";
+    // A worker that found bad input (2) or a diverged training (4) would
+    // find it again: no restart, and its exit code is the run's.
+    const int cause = result.first_failure && !result.first_failure->signaled ? result.first_failure->status : -1;
+    if (cause == kExitInvalidInput || cause == kExitDiverged) {
+      if (attempt < d.max_restarts) std::cerr << "bagua run: not restarting: a restart would fail the same way\n";
+      std::cerr << "bagua run: logs of every rank are in " << opts.log_dir << "\n";
+      return cause;
+    }
     if (attempt >= d.max_restarts) {
       std::cerr << "bagua run: logs of every rank are in " << opts.log_dir << "\n";
       return kExitWorkerFailed;
     }
+    keep_attempt_logs(opts.log_dir, attempt);
     std::cerr << "bagua run: restarting all workers (" << attempt + 1 << " of " << d.max_restarts
-              << ") from the latest checkpoint\n";
+              << ") from the latest checkpoint; the logs of this attempt are in " << opts.log_dir << "/attempt-"
+              << attempt << "\n";
     if (recipe.checkpoint.resume != "auto" && attempt == 0) {
       // never, or a fixed path: a restart continues from this run's newest checkpoint.
       opts.command.push_back("--set");
@@ -144,15 +225,17 @@ const CommandRegistration kRun{
       sub.add_option("--node-rank", f->node_rank, "This node's index (distributed.node_rank)");
       sub.add_option("--master-addr", f->master_addr, "Rendezvous host, node 0 (distributed.master_addr)");
       sub.add_option("--master-port", f->master_port,
-                     "Rendezvous port (distributed.master_port); on one node a free port is used unless given");
+                     "Rendezvous port (distributed.master_port); on one node a free port unless one is given here or in the recipe");
       sub.footer(
           "Validates the recipe (as `bagua validate` does) and checks its data, then starts\n"
           "distributed.nproc_per_node workers here. Rank 0's output shows on the terminal; every\n"
           "rank's goes to OUTPUT/logs/rank-N.log. If RANK and WORLD_SIZE (torchrun, a Kubernetes\n"
           "PyTorchJob) or SLURM_PROCID and SLURM_NTASKS are set, this process trains as that one\n"
           "worker instead. Ctrl-C stops every worker after a checkpoint; the same command resumes.\n\n"
-          "Exit status: 0 done, 2 invalid recipe or data, 3 a worker failed (its rank, cause and\n"
-          "last log lines are printed), 130 interrupted, 1 internal failure.\n\n"
+          "Exit status: 0 done, 2 invalid recipe, data or output directory in use, 3 a worker failed\n"
+          "(its rank, cause and last log lines are printed), 4 the training diverged (a NaN or\n"
+          "infinite loss or gradient, train.on_nonfinite: stop), 130 interrupted, 1 internal failure.\n"
+          "Workers exit with bagua run: if it is killed, they are too.\n\n"
           "Examples:\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --set train.epochs=1\n"

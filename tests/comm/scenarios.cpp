@@ -22,7 +22,7 @@ using bagua::testing::WorkerChecks;
 
 namespace {
 
-const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kLong, at::kByte,
+const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kLong, at::kShort, at::kByte,
                                              at::kComplexFloat};
 const std::vector<ReduceOp> kOps = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
                                     ReduceOp::AVG, ReduceOp::BAND,    ReduceOp::BOR, ReduceOp::BXOR};
@@ -168,6 +168,12 @@ void check_broadcast_reduce(WorkerChecks& c, int rank, int world) {
       }
     }
   }
+  // Only the element count must match (Bagua's documentation): the root's
+  // values fill another rank's tensor of another shape in row-major order.
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3}, {3, 2}, {6}, {1, 6}};
+  at::Tensor shaped = input_of(rank, at::kFloat).view(shapes[rank % shapes.size()]).clone();
+  bagua::broadcast(shaped, 0);
+  c.expect_equal(shaped.reshape({-1}), input_of(0, at::kFloat), "broadcast into another shape of as many elements");
   at::Tensor async = input_of(rank, at::kLong);
   bagua::broadcast_async(async, world - 1).wait();
   c.expect_equal(async, input_of(world - 1, at::kLong), "broadcast_async");

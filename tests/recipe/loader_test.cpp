@@ -64,7 +64,7 @@ TEST(RecipeDefaults, TypedDefaultsAreTheSchemaDefaults) {
   EXPECT_EQ(r.distributed.nnodes, schema_default(d + "nnodes"));
   EXPECT_EQ(r.distributed.node_rank, schema_default(d + "node_rank"));
   EXPECT_EQ(r.distributed.master_addr, schema_default(d + "master_addr"));
-  EXPECT_EQ(r.distributed.master_port, schema_default(d + "master_port"));
+  EXPECT_EQ(r.distributed.master_port.has_value(), !schema_default(d + "master_port").is_null());
   EXPECT_EQ(r.distributed.timeout_s, schema_default(d + "timeout_s"));
   EXPECT_EQ(r.distributed.max_restarts, schema_default(d + "max_restarts"));
 
@@ -73,6 +73,7 @@ TEST(RecipeDefaults, TypedDefaultsAreTheSchemaDefaults) {
   EXPECT_EQ(r.train.max_steps.has_value(), !schema_default(t + "max_steps").is_null());
   EXPECT_EQ(r.train.seed, schema_default(t + "seed"));
   EXPECT_EQ(r.train.log_every_steps, schema_default(t + "log_every_steps"));
+  EXPECT_EQ(to_string(r.train.on_nonfinite), schema_default(t + "on_nonfinite"));
   EXPECT_EQ(schema_default(t + "eval_every"), "epoch");
   EXPECT_EQ(r.train.eval_every.kind, EvalSchedule::Kind::kEpoch);
   EXPECT_FALSE(r.train.threads.has_value());

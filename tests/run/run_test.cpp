@@ -1,8 +1,13 @@
 // End-to-end tests of `bagua run`: the real binary, real worker processes,
 // the real Fashion-MNIST files and TorchScript models exported by Python.
+#include <bagua/data.h>
 #include <bagua/launch.h>
 
 #include "support/bagua_run.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -13,10 +18,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -105,6 +112,28 @@ TEST_F(RunTest, ACrashedRankIsReportedAndTheResumedRunEqualsAnUninterruptedOne) 
   EXPECT_EQ(diff, 0.0) << "a resumed run must end with exactly the uninterrupted run's weights";
 }
 
+// Runs `bagua run ARGS` as the 2 workers of a torchrun-style job (RANK,
+// WORLD_SIZE, ... set for each), concurrently; `env_of(rank)` adds variables.
+std::vector<RunOutcome> run_as_two_torchrun_workers(const fs::path& dir, const std::string& args,
+                                                    const std::function<std::string(int)>& env_of) {
+  int port = bagua::find_free_port();
+  std::vector<std::thread> ranks;
+  std::vector<RunOutcome> results(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
+                        " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                        " OMP_NUM_THREADS=1 " + env_of(rank);
+      fs::path out = dir / ("rank" + std::to_string(rank) + ".out");
+      int status = std::system((env + " " + BAGUA_CLI + " run " + args + " > " + out.string() + " 2>&1").c_str());
+      results[rank].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      results[rank].output = slurp(out);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return results;
+}
+
 TEST_F(RunTest, MaxRestartsRestartsTheGroupFromTheLatestCheckpoint) {
   std::string recipe = write_recipe("restart", "");
   RunOutcome r = bagua_run(recipe + " --set distributed.max_restarts=1", "BAGUA_FAULT_AT_STEP=0:10");
@@ -112,6 +141,27 @@ TEST_F(RunTest, MaxRestartsRestartsTheGroupFromTheLatestCheckpoint) {
   EXPECT_NE(r.output.find("restarting all workers (1 of 1)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir_ / "restart" / "model.pt"));
+  // Each attempt's logs are kept: the crash in attempt-0/, the rerun on top.
+  const fs::path logs = dir_ / "restart" / "logs";
+  EXPECT_NE(slurp((logs / "attempt-0" / "rank-0.log").string()).find("kills itself at step 10"), std::string::npos);
+  const std::string latest = slurp((logs / "rank-0.log").string());
+  EXPECT_EQ(latest.find("kills itself"), std::string::npos) << latest;
+  EXPECT_NE(latest.find("resumed from"), std::string::npos) << latest;
+}
+
+// Workers of different restart attempts never meet: their rendezvous keys
+// are scoped to TORCHELASTIC_RESTART_COUNT, so a rank left over from a
+// previous attempt times out naming the missing ranks instead of joining.
+TEST_F(RunTest, WorkersOfDifferentRestartAttemptsNeverMeet) {
+  std::string recipe = write_recipe("attempts");
+  auto results = run_as_two_torchrun_workers(dir_, recipe + " --set distributed.timeout_s=5", [](int rank) {
+    return "TORCHELASTIC_RESTART_COUNT=" + std::to_string(rank);
+  });
+  EXPECT_NE(results[0].exit_code, 0) << results[0].output;
+  EXPECT_NE(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("rendezvous timed out"), std::string::npos) << results[0].output;
+  EXPECT_NE(results[0].output.find("missing ranks [1]"), std::string::npos) << results[0].output;
+  EXPECT_FALSE(fs::exists(dir_ / "attempts" / "model.pt"));
 }
 
 TEST_F(RunTest, WorldSizeMismatchOnResumeIsRefusedClearly) {
@@ -154,21 +204,7 @@ TEST_F(RunTest, PythonExportedCnnWithBatchNormAndAnIgnoredParameterTrainsAndLoad
 
 TEST_F(RunTest, RunsAsASingleWorkerWhenTorchrunVariablesAreSet) {
   std::string recipe = write_recipe("worker");
-  int port = bagua::find_free_port();
-  std::vector<std::thread> ranks;
-  RunOutcome results[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back([&, rank] {
-      std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
-                        " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-                        " OMP_NUM_THREADS=1";
-      fs::path out = dir_ / ("rank" + std::to_string(rank) + ".out");
-      int status = std::system((env + " " + BAGUA_CLI + " run " + recipe + " > " + out.string() + " 2>&1").c_str());
-      results[rank].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      results[rank].output = slurp(out);
-    });
-  }
-  for (auto& t : ranks) t.join();
+  auto results = run_as_two_torchrun_workers(dir_, recipe, [](int) { return std::string(); });
   EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
   EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
   EXPECT_NE(results[0].output.find("2 workers"), std::string::npos) << results[0].output;
@@ -228,6 +264,175 @@ TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {
                           " --set train.log_every_steps=2");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+}
+
+// Processes (pid, parent pid) whose command line mentions `needle`.
+std::vector<std::pair<pid_t, pid_t>> processes_mentioning(const std::string& needle) {
+  std::vector<std::pair<pid_t, pid_t>> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = slurp((entry.path() / "cmdline").string());
+    if (cmdline.find(needle) == std::string::npos) continue;
+    std::string stat = slurp((entry.path() / "stat").string());  // pid (comm) state ppid ...
+    pid_t ppid = 0;
+    if (auto close = stat.rfind(')'); close != std::string::npos) {
+      std::istringstream rest(stat.substr(close + 2));
+      char state = 0;
+      rest >> state >> ppid;
+      if (state == 'Z') continue;
+    }
+    found.emplace_back(static_cast<pid_t>(std::stoi(name)), ppid);
+  }
+  return found;
+}
+
+// Starts `bagua run ARGS` in the background; its output goes to `out`.
+pid_t start_bagua_run(const std::string& args, const fs::path& out) {
+  std::string cmd = "exec " + std::string(BAGUA_CLI) + " run " + args + " > " + out.string() + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// One run per output directory: a second is refused, naming the first; and
+// the workers die with their supervisor, even one killed outright.
+TEST_F(RunTest, AnOutputDirectoryHasOneRunAndWorkersDieWithTheirSupervisor) {
+  std::string recipe = write_recipe("locked");
+  const std::string out_dir = (dir_ / "locked").string();
+  pid_t pid = start_bagua_run(recipe + " --set train.max_steps=100000", dir_ / "first.out");
+  fs::path metrics_file = dir_ / "locked" / "metrics.jsonl";
+  for (int i = 0; i < 600 && metrics(metrics_file).size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(metrics(metrics_file).size(), 2u) << slurp(dir_ / "first.out");
+  int workers = 0;
+  for (const auto& [p, parent] : processes_mentioning(recipe)) workers += parent == pid;
+  EXPECT_EQ(workers, 2);
+
+  RunOutcome second = bagua_run(recipe + " --set train.max_steps=100000");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_NE(second.output.find("is in use by another run (bagua run, pid " + std::to_string(pid)), std::string::npos)
+      << second.output;
+
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  auto left = processes_mentioning(recipe);
+  for (int i = 0; i < 50 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_mentioning(recipe);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " worker(s) of a killed `bagua run` still alive after 5 s";
+  for (const auto& [p, parent] : left) kill(p, SIGKILL);
+
+  // The directory is free again: a run starts (and resumes from the first's checkpoint).
+  RunOutcome third = bagua_run(recipe + " --set train.max_steps=2");
+  EXPECT_EQ(third.output.find("in use by another run"), std::string::npos) << third.output;
+}
+
+// distributed.master_port in the recipe is the port used, also on one node:
+// with that port taken, the run fails naming it (before, a free port was
+// silently used instead).
+TEST_F(RunTest, MasterPortFromTheRecipeIsUsedOnOneNode) {
+  int port = bagua::find_free_port();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  std::string recipe = write_recipe("port");
+  RunOutcome r = bagua_run(recipe + " --set distributed.master_port=" + std::to_string(port) +
+                           " --set distributed.timeout_s=20 --set train.max_steps=2");
+  ::close(fd);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r.output;
+}
+
+// model.ignore_params matching every parameter used to crash after training
+// (nothing to compare at the end); it trains, says so and saves the average.
+TEST_F(RunTest, IgnoringEveryParameterTrainsAndSavesTheAverage) {
+  RunOutcome r = bagua_run(write_recipe("ignore_all") + " --set 'model.ignore_params=[\"*\"]'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("matches every parameter: each worker trained its own model"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(model_parameters(dir_ / "ignore_all" / "model.pt").empty());
+}
+
+// data.sampler.drop_last drops only the tail that does not divide across
+// the workers (PyTorch's DistributedSampler): each worker's last, smaller
+// batch still trains. 60000 samples on 2 workers, batch 7: 4286 steps.
+TEST_F(RunTest, DropLastKeepsEachWorkersLastPartialBatch) {
+  RunOutcome r = bagua_run(write_recipe("drop_last") +
+                           " --set data.batch_size=7 --set data.sampler.drop_last=true --set train.max_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4286 steps per epoch of batch 7"), std::string::npos) << r.output;
+}
+
+// A NaN loss on one rank (injected at step 11) stops the run under the
+// default on_nonfinite: stop, naming step, rank and samples, with exit 4,
+// the earlier checkpoint kept, nothing saved after and no model.pt.
+TEST_F(RunTest, ANonFiniteLossStopsNamingStepRankAndSamples) {
+  RunOutcome r = bagua_run(write_recipe("nan_stop") + " --set distributed.max_restarts=2", "BAGUA_NAN_AT_STEP=1:10");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  // Both ranks find the NaN (the averaged gradient); both name rank 1.
+  EXPECT_NE(r.output.find("the training diverged at step 11 (epoch 1): the loss was nan on rank 1, which made"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("The batch of rank 1 held training samples ["), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("on rank 0"), std::string::npos) << r.output;
+  // Those are rank 1's samples of its 11th batch (shuffled, seed 0, batch 16).
+  bagua::DistributedSampler rank1(60000, 2, 1, true, 0, false);
+  const auto batch = bagua::make_batches(rank1.indices(), 16, false).at(10);
+  std::string first = "[" + std::to_string(batch[0]) + ", " + std::to_string(batch[1]) + ", ";
+  EXPECT_NE(r.output.find("held training samples " + first), std::string::npos) << first << "\n" << r.output;
+  EXPECT_NE(r.output.find("not restarting"), std::string::npos) << r.output;
+  const fs::path out = dir_ / "nan_stop";
+  EXPECT_TRUE(fs::exists(out / "checkpoints" / "step-00000008")) << r.output;
+  EXPECT_FALSE(fs::exists(out / "checkpoints" / "step-00000016"));
+  EXPECT_FALSE(fs::exists(out / "model.pt"));
+}
+
+// Under on_nonfinite: skip_step the same NaN skips that step on both ranks
+// alike: the run ends, the weights are finite and identical, and
+// metrics.jsonl counts the skip.
+TEST_F(RunTest, SkipStepSkipsANonFiniteStepOnEveryRank) {
+  RunOutcome r = bagua_run(write_recipe("nan_skip") + " --set train.on_nonfinite=skip_step", "BAGUA_NAN_AT_STEP=1:10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipped that optimizer step on every worker (1 so far"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("final weights identical on all 2 workers"), std::string::npos) << r.output;
+  auto records = metrics(dir_ / "nan_skip" / "metrics.jsonl");
+  ASSERT_FALSE(records.empty());
+  int64_t skips = -1;
+  for (const auto& j : records) {
+    if (j.contains("nonfinite_skips")) skips = j["nonfinite_skips"];
+    if (j.contains("loss")) EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << j.dump();
+  }
+  EXPECT_EQ(skips, 1);
+  for (const auto& p : model_parameters(dir_ / "nan_skip" / "model.pt")) EXPECT_TRUE(p.isfinite().all().item<bool>());
+}
+
+// A resume whose batches would differ from the checkpoint's run (here the
+// batch size and the sampler's seed) is refused, naming each change, unless
+// checkpoint.allow_data_change says so.
+TEST_F(RunTest, AResumeThatWouldChangeTheBatchesIsRefusedNamingTheChanges) {
+  std::string recipe = write_recipe("changed");
+  ASSERT_EQ(bagua_run(recipe + " --set train.max_steps=8").exit_code, 0);
+  const std::string changes = " --set data.batch_size=8 --set data.sampler.seed=5 --set train.max_steps=12";
+  RunOutcome refused = bagua_run(recipe + changes);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("would silently change what the saved position in the epoch means"),
+            std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("data.batch_size: 16 in the checkpoint, 8 now"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("data.sampler.seed: 0 in the checkpoint, 5 now"), std::string::npos) << refused.output;
+  RunOutcome allowed = bagua_run(recipe + changes + " --set checkpoint.allow_data_change=true");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("resumed from"), std::string::npos) << allowed.output;
 }
 
 // The README's main job: the quickstart recipe as shipped reaches at least

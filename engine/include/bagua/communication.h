@@ -23,6 +23,8 @@
 // that never arrives, or dies, turns into a CommError after the timeout.
 #pragma once
 
+#include <bagua/errors.h>
+
 #include <ATen/core/Tensor.h>
 
 #include <chrono>

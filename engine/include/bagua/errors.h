@@ -3,7 +3,7 @@
 // Library code never aborts and never falls back silently: it throws one of
 // these, carrying the context a user needs (variable, rank, collective, ...).
 // The CLI turns them into one message and an exit code: user errors (bad
-// input, bad environment) exit 2, everything else exits 1.
+// input, bad environment) exit 2, a diverged training 4, everything else 1.
 #pragma once
 
 #include <stdexcept>
@@ -48,6 +48,13 @@ class CommError : public Error {
 class InvalidArgument : public Error {
  public:
   explicit InvalidArgument(const std::string& message) : Error(message, true) {}
+};
+
+// Training diverged: a loss or gradient became NaN or infinite (the recipe's
+// train.on_nonfinite is stop). `bagua run` exits 4 and does not restart.
+class DivergedError : public Error {
+ public:
+  explicit DivergedError(const std::string& message) : Error(message, false) {}
 };
 
 }  // namespace bagua

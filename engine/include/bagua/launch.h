@@ -114,7 +114,10 @@ class LocalSupervisor {
 
   // Starts all workers, forwards their output and waits for them; on the
   // first failure or an interrupt stops the others (see the contract above).
-  // A worker failure is a result, not an exception.
+  // A worker failure is a result, not an exception. Workers get SIGKILL
+  // when the thread that called run() ends (PR_SET_PDEATHSIG), so they never
+  // outlive a supervisor killed outright: call it from a thread that lives
+  // until it returns (bagua's CLI calls it from its main thread).
   LaunchResult run();
 
   // The port actually used: options.master_port when given, else the port

@@ -57,6 +57,7 @@ enum class OptimizerType { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kQAdam };
 enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
 enum class Backend { kAuto, kGloo, kNccl };
 enum class Device { kAuto, kCpu, kCuda };
+enum class OnNonFinite { kStop, kSkipStep };
 
 // The recipe spelling of each enumerator ("cross_entropy", "idx", ...).
 const char* to_string(Loss v);
@@ -66,6 +67,7 @@ const char* to_string(OptimizerType v);
 const char* to_string(SchedulerType v);
 const char* to_string(Backend v);
 const char* to_string(Device v);
+const char* to_string(OnNonFinite v);
 
 // model:
 struct ModelSpec {
@@ -187,7 +189,9 @@ struct DistributedSpec {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  std::optional<int> master_port;  // null: a free port on one node, kDefaultMasterPort across nodes
+  static constexpr int kDefaultMasterPort = 29500;
+  int master_port_or_default() const { return master_port.value_or(kDefaultMasterPort); }
   int timeout_s = 300;
   int max_restarts = 0;
 };
@@ -207,11 +211,13 @@ struct TrainSpec {
   EvalSchedule eval_every;
   std::optional<int> threads;  // empty: cores / local workers
   Device device = Device::kAuto;  // auto: this worker's GPU when there is one
+  OnNonFinite on_nonfinite = OnNonFinite::kStop;
 };
 
 struct CheckpointSpec {
   std::optional<int64_t> every_steps;  // empty: at the end of each epoch
   int64_t keep = 3;
+  bool allow_data_change = false;  // resume even when the batches would differ
   std::string resume = "auto";  // "auto", "never", or an absolute path
 };
 

@@ -213,7 +213,10 @@ void allreduce(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
 Work broadcast_async(at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kBroadcast);
   check_tensor(call, tensor, "tensor");
-  verify(call, Collective::kBroadcast, &tensor, nullptr, root);
+  // Only the number of elements must agree (as Bagua documents): a root's
+  // [2, 3] may land in another rank's [3, 2], in row-major order.
+  const at::Tensor flat_shape = tensor.is_contiguous() ? tensor.view({-1}) : tensor.reshape({-1});
+  verify(call, Collective::kBroadcast, &flat_shape, nullptr, root);
   check_root(call, root, "root");
   if (tensor.numel() == 0) return call.work({}, nullptr);
   at::Tensor data = wire_tensor(call, tensor);

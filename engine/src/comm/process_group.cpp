@@ -93,7 +93,7 @@ void wait_for_all_ranks(World& world) {
                     std::to_string(world.world_size) + " ranks arrived; missing ranks " +
                     format_ranks(missing) +
                     " (did every worker start, with the same MASTER_ADDR, MASTER_PORT and "
-                    "WORLD_SIZE?)");
+                    "WORLD_SIZE, and in the same restart attempt, TORCHELASTIC_RESTART_COUNT?)");
   }
 }
 
@@ -380,6 +380,11 @@ void init_process_group(const InitOptions& options) {
                     std::to_string(*port) + " within " +
                     comm::format_seconds(world->timeout) + " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
   }
+  // Keys are scoped to the launcher's restart attempt, so a restarted node
+  // never meets (or counts) a worker of a previous attempt.
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  world->store = comm::make_prefix_store(
+      "attempt-" + std::string(attempt != nullptr && *attempt != '\0' ? attempt : "0") + "/", world->store);
   if (backend == "auto") {
     world->store->set("bagua/owns_gpu/" + std::to_string(world->rank),
                       std::vector<uint8_t>{static_cast<uint8_t>(owns_gpu ? 1 : 0)});

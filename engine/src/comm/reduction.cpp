@@ -37,7 +37,14 @@ WirePlan plan_wire_reduction(const at::Tensor& target, ReduceOp op, int group_si
   } else if (type == at::kBool) {
     plan.buffer = target.to(at::kByte);
   } else if (at::isIntegralType(type, /*includeBool=*/false)) {
-    if (avg && type != at::kLong) plan.buffer = target.to(at::kLong);
+    if (avg && type != at::kLong) {
+      plan.buffer = target.to(at::kLong);
+    } else if (type == at::kShort) {
+      // Neither Gloo nor NCCL reduces int16: int32 on the wire, then back
+      // to int16, which wraps as int16 arithmetic would (sums, products and
+      // bitwise ops keep their low 16 bits).
+      plan.buffer = target.to(at::kInt);
+    }
   } else if (!nccl && (type == at::kHalf || type == at::kBFloat16)) {
     plan.buffer = target.to(at::kFloat);
   }

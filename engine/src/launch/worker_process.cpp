@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -36,7 +37,13 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 
 // The child between fork() and exec: async-signal-safe calls only.
 [[noreturn]] void exec_child(const std::vector<char*>& paths, char* const* argv, char* const* envp,
-                             int stdin_fd, int stdout_fd, int stderr_fd, int status_fd) {
+                             int stdin_fd, int stdout_fd, int stderr_fd, int status_fd, pid_t supervisor) {
+  // A worker dies with its supervisor (an OOM kill, kill -9, a lost ssh
+  // session that took `bagua run` with it): SIGKILL when the forking thread
+  // ends. The supervisor forks from its main thread, which lives as long as
+  // it does. If it died before this line, the parent is already someone else.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != supervisor) ::_exit(137);
   // Our relay handlers must not run here, and workers expect default
   // SIGPIPE/SIGXFSZ even when this process ignores them (as torchrun's do).
   struct sigaction default_action;
@@ -112,10 +119,11 @@ StartedWorker start_worker(const WorkerPlan& plan, int stdin_fd) {
   sigset_t all, previous;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  const pid_t supervisor = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
     exec_child(paths, argv.data(), envp.data(), stdin_fd, out.write_end.get(), err.write_end.get(),
-               status.write_end.get());
+               status.write_end.get(), supervisor);
   }
   int fork_error = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);

@@ -23,6 +23,7 @@ const char* const kOptimizerNames[] = {"sgd", "adam", "adamw", "rmsprop", "adagr
 const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};
 const char* const kBackendNames[] = {"auto", "gloo", "nccl"};
 const char* const kDeviceNames[] = {"auto", "cpu", "cuda"};
+const char* const kOnNonFiniteNames[] = {"stop", "skip_step"};
 }  // namespace
 
 const char* to_string(Loss v) { return kLossNames[static_cast<int>(v)]; }
@@ -32,6 +33,7 @@ const char* to_string(OptimizerType v) { return kOptimizerNames[static_cast<int>
 const char* to_string(SchedulerType v) { return kSchedulerNames[static_cast<int>(v)]; }
 const char* to_string(Backend v) { return kBackendNames[static_cast<int>(v)]; }
 const char* to_string(Device v) { return kDeviceNames[static_cast<int>(v)]; }
+const char* to_string(OnNonFinite v) { return kOnNonFiniteNames[static_cast<int>(v)]; }
 
 std::optional<int64_t> parse_byte_size(std::string_view text) {
   size_t i = 0;
@@ -186,7 +188,10 @@ Recipe to_typed_recipe(const json& doc) {
   r.distributed.nnodes = dist.at("nnodes").get<int>();
   r.distributed.node_rank = dist.at("node_rank").get<int>();
   r.distributed.master_addr = dist.at("master_addr").get<std::string>();
-  r.distributed.master_port = dist.at("master_port").get<int>();
+  {
+    auto port = optional_int(dist.at("master_port"));
+    if (port) r.distributed.master_port = static_cast<int>(*port);
+  }
   r.distributed.timeout_s = dist.at("timeout_s").get<int>();
   r.distributed.max_restarts = dist.at("max_restarts").get<int>();
 
@@ -201,10 +206,12 @@ Recipe to_typed_recipe(const json& doc) {
   else r.train.eval_every = {EvalSchedule::Kind::kSteps, every.get<int64_t>()};
   if (!t.at("threads").is_null()) r.train.threads = t.at("threads").get<int>();
   r.train.device = enum_from<Device>(t.at("device").get<std::string>(), kDeviceNames);
+  r.train.on_nonfinite = enum_from<OnNonFinite>(t.at("on_nonfinite").get<std::string>(), kOnNonFiniteNames);
 
   const json& c = doc.at("checkpoint");
   r.checkpoint.every_steps = optional_int(c.at("every_steps"));
   r.checkpoint.keep = c.at("keep").get<int64_t>();
+  r.checkpoint.allow_data_change = c.at("allow_data_change").get<bool>();
   r.checkpoint.resume = c.at("resume").get<std::string>();
 
   r.output.dir = doc.at("output").at("dir").get<std::string>();

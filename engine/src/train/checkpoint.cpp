@@ -69,10 +69,46 @@ void set_rng_state(const at::Tensor& state) {
 
 }  // namespace
 
+nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples) {
+  const auto& data = recipe.resolved.at("data");
+  return {{"batch_size", data.at("batch_size")},
+          {"sampler", data.at("sampler")},
+          {"train", data.at("train")},
+          {"train_samples", train_samples}};
+}
+
+void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow) {
+  if (saved.is_null() || !saved.is_object()) return;  // written before this check existed
+  std::vector<std::string> changed;
+  auto compare = [&](const std::string& key, const nlohmann::json& a, const nlohmann::json& b) {
+    if (a != b) changed.push_back(key + ": " + a.dump() + " in the checkpoint, " + b.dump() + " now");
+  };
+  compare("data.batch_size", saved.value("batch_size", nlohmann::json()), now.at("batch_size"));
+  const auto& ss = saved.value("sampler", nlohmann::json::object());
+  for (auto it = now.at("sampler").begin(); it != now.at("sampler").end(); ++it) {
+    compare("data.sampler." + it.key(), ss.value(it.key(), nlohmann::json()), it.value());
+  }
+  compare("data.train", saved.value("train", nlohmann::json()), now.at("train"));
+  compare("the number of training samples", saved.value("train_samples", nlohmann::json()), now.at("train_samples"));
+  if (changed.empty()) return;
+  std::string list;
+  for (const auto& c : changed) list += "\n  " + c;
+  if (allow) {
+    std::fprintf(stderr, "WARNING: resuming from %s although the batches differ from the run that wrote it "
+                 "(checkpoint.allow_data_change is true):%s\n", where.c_str(), list.c_str());
+    return;
+  }
+  throw Error("resuming from " + where + " would silently change what the saved position in the epoch means:" +
+                  list + "\nRun with the checkpoint's settings, start afresh (--set checkpoint.resume=never or "
+                  "another output.dir), or accept the change with --set checkpoint.allow_data_change=true",
+              true);
+}
+
 void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
                      const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank) {
+                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
+                     const nlohmann::json& plan) {
   const bool leader = group->rank() == 0;
   const fs::path final_dir = fs::path(dir) / step_name(pos.step);
   const fs::path tmp = fs::path(dir) / ("." + step_name(pos.step) + ".tmp");
@@ -119,6 +155,7 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
                            {"algorithm", recipe.algorithm.name},
                            {"algorithm_kwargs", recipe.algorithm.kwargs},
                            {"optimizers", optimizers.size()}};
+    if (!plan.is_null()) meta["data"] = plan;
     for (const auto& entry : fs::directory_iterator(tmp)) fsync_path(entry.path());
     write_text(tmp / "meta.json", meta.dump(2) + "\n");  // last: marks the checkpoint complete
     fsync_path(tmp / "meta.json");
@@ -148,7 +185,8 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
                                           const std::vector<std::pair<std::string, at::Tensor>>& parameters,
                                           const std::vector<std::pair<std::string, at::Tensor>>& buffers,
                                           const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                                          const ProcessGroupPtr& group, std::string* chosen) {
+                                          const ProcessGroupPtr& group, std::string* chosen,
+                                          nlohmann::json* meta_out) {
   std::string where, meta_text;
   if (group->rank() == 0) {
     if (!path.empty()) {
@@ -172,6 +210,7 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
   }
   broadcast_object(meta_text, 0, group);
   auto meta = nlohmann::json::parse(meta_text);
+  if (meta_out) *meta_out = meta;
   int64_t saved_world = meta.at("world_size").get<int64_t>();
   if (saved_world != group->size()) {
     throw Error("checkpoint " + where + " was written by " + std::to_string(saved_world) +

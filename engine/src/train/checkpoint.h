@@ -44,11 +44,22 @@ struct RankState {
   std::function<void(torch::serialize::InputArchive&)> load_algorithm;
 };
 
+// What decides the batches of an epoch: data.batch_size, data.sampler,
+// data.train and the number of training samples. Saved in meta.json; a
+// resume compares it (check_data_plan).
+nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples);
+
+// Throws a user Error listing what differs between the checkpoint's data
+// plan (`saved`, null for checkpoints older than this check) and `now`,
+// unless `allow` (checkpoint.allow_data_change), which only warns.
+void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow);
+
 // Collective over `group`: every rank calls it at the same step.
 void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
                      const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank);
+                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
+                     const nlohmann::json& plan = nullptr);
 
 // This rank's part of checkpoint `where` (after with_bagua, which
 // broadcasts rank 0's state): RNG, algorithm state, and its own parameters,
@@ -71,6 +82,7 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
                                           const std::vector<std::pair<std::string, at::Tensor>>& parameters,
                                           const std::vector<std::pair<std::string, at::Tensor>>& buffers,
                                           const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                                          const ProcessGroupPtr& group, std::string* chosen = nullptr);
+                                          const ProcessGroupPtr& group, std::string* chosen = nullptr,
+                                          nlohmann::json* meta_out = nullptr);
 
 }  // namespace bagua::train

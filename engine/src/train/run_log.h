@@ -24,6 +24,7 @@ struct StepRecord {
   double samples_per_s;  // all ranks together, since the last record
   double time;         // seconds since the run started
   int64_t comm_bytes;  // bytes this rank (rank 0) sent for the algorithm since the last record
+  std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
 };
 
 struct EvalRecord {

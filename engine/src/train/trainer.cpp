@@ -19,9 +19,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <csignal>
 #include <cstdlib>
@@ -52,6 +54,19 @@ void maybe_inject_fault(int rank, int64_t step) {
     std::fflush(stderr);
     std::raise(SIGKILL);
   }
+}
+
+// Test hook: BAGUA_NAN_AT_STEP=RANK:STEP makes that rank's loss NaN at that
+// step (0-based steps done before it), so its gradients are NaN too.
+at::Tensor maybe_inject_nan(int rank, int64_t step, const at::Tensor& loss) {
+  static const char* spec = std::getenv("BAGUA_NAN_AT_STEP");
+  if (spec == nullptr) return loss;
+  int nan_rank = -1;
+  long long nan_step = -1;
+  if (std::sscanf(spec, "%d:%lld", &nan_rank, &nan_step) == 2 && nan_rank == rank && nan_step == step) {
+    return loss * std::numeric_limits<float>::quiet_NaN();
+  }
+  return loss;
 }
 
 at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vector<c10::IValue> inputs) {
@@ -205,6 +220,7 @@ class Worker {
   void drain_stop_votes();
   void cast_vote(bool stop);
   void record_step(int64_t epoch, int64_t samples);
+  bool nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch_index, const std::vector<int64_t>& samples);
   train::RankState rank_state();
   // Runs `fn` with every rank's weights replaced by the ranks' average (for
   // algorithms that keep one model per rank), then puts each rank's own
@@ -236,6 +252,7 @@ class Worker {
   train::Position pos_;
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;
+  int64_t nonfinite_skips_ = 0;  // steps skipped under train.on_nonfinite: skip_step
   bool finishing_ = false;  // training is over: background work stays stopped
 
   // Stop votes, on a group of their own: synchronous algorithms read the
@@ -307,8 +324,11 @@ void Worker::resume() {
     return;
   }
   std::string explicit_path = recipe_.checkpoint.resume == "auto" ? "" : recipe_.checkpoint.resume;
+  nlohmann::json meta;
   if (auto resumed = train::resume_checkpoint(ckpt_dir_.string(), explicit_path, params_, buffers_,
-                                              built_.optimizers, default_group(), &outcome_.resumed_from)) {
+                                              built_.optimizers, default_group(), &outcome_.resumed_from, &meta)) {
+    train::check_data_plan(meta.value("data", nlohmann::json()), train::data_plan(recipe_, train_data_->size()),
+                           outcome_.resumed_from, recipe_.checkpoint.allow_data_change);
     pos_ = *resumed;
   }
 }
@@ -383,14 +403,11 @@ void Worker::plan() {
   const auto& ss = recipe_.data.sampler;
   sampler_ = std::make_unique<DistributedSampler>(train_data_->size(), world_, rank_, ss.shuffle, ss.seed, ss.drop_last);
   const int64_t batch = recipe_.data.batch_size;
-  per_epoch_ = ss.drop_last ? sampler_->num_samples() / batch : (sampler_->num_samples() + batch - 1) / batch;
-  if (per_epoch_ == 0) {
-    throw Error(sampler_->num_samples() == 0
-                    ? std::string("the training set gives this worker no samples: no step would run")
-                    : "data.batch_size " + std::to_string(batch) + " is larger than this worker's " +
-                          std::to_string(sampler_->num_samples()) + " samples and drop_last is on: no step would run",
-                true);
-  }
+  // drop_last is the sampler's (the tail that does not divide across the
+  // workers); every worker's last batch may be smaller, as in PyTorch's
+  // DataLoader without its own drop_last.
+  per_epoch_ = (sampler_->num_samples() + batch - 1) / batch;
+  if (per_epoch_ == 0) throw Error("the training set gives this worker no samples: no step would run", true);
   total_ = per_epoch_ * recipe_.train.epochs;
   if (recipe_.train.max_steps) total_ = std::min(total_, *recipe_.train.max_steps);
 
@@ -421,7 +438,7 @@ void Worker::save(const train::Position& at) {
   }
   with_average_model([&] {
     train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, default_group(),
-                           recipe_.checkpoint.keep, rank);
+                           recipe_.checkpoint.keep, rank, train::data_plan(recipe_, train_data_->size()));
   });
   side_work_end();
 }
@@ -481,6 +498,92 @@ void Worker::drain_stop_votes() {
 
 // Logs the window since the last record (one allreduce over the ranks) or
 // redraws the progress bar.
+// Whether this step's loss or a gradient is NaN or infinite (on any rank,
+// under skip_step, so every rank skips alike; async ranks decide alone).
+// Under stop, the rank that finds one throws DivergedError: nothing more is
+// saved, so the checkpoints written so far stay and no model.pt is written.
+// When the gradients are averaged (identical on every rank), every rank
+// finds the same NaN: they then agree on whose loss it came from, and all
+// report that rank and its batch.
+bool Worker::nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch_index,
+                            const std::vector<int64_t>& samples) {
+  std::vector<at::Tensor> checks{loss.detach().isfinite().all()};
+  for (const auto& [name, p] : params_) {
+    if (p.grad().defined()) checks.push_back(p.grad().isfinite().all());
+  }
+  bool bad = !at::stack(checks).all().item<bool>();
+  const bool skip_mode = recipe_.train.on_nonfinite == OnNonFinite::kSkipStep;
+  if (skip_mode && algorithm_->traits.synchronous) {
+    at::Tensor any = torch::tensor({bad ? 1.0f : 0.0f});
+    allreduce(any, ReduceOp::MAX, control_);
+    bad = any.item<float>() > 0;
+  }
+  if (!bad) return false;
+  if (skip_mode) {
+    ++nonfinite_skips_;
+    if (nonfinite_skips_ == 1 || nonfinite_skips_ % 100 == 0) {
+      log_->say("WARNING: step " + std::to_string(pos_.step + 1) + ": a loss or gradient is NaN or infinite; "
+                "skipped that optimizer step on every worker (" + std::to_string(nonfinite_skips_) +
+                " so far; train.on_nonfinite: skip_step)");
+    }
+    return true;
+  }
+  auto non_finite = [](const at::Tensor& t) { return !t.isfinite().all().item<bool>(); };
+  std::string shared_grad;  // an averaged gradient that is non-finite: the same on every rank
+  if (algorithm_->traits.replicas_identical && algorithm_->traits.synchronous) {
+    for (const auto& [name, p] : ddp_->bagua_build_params()) {
+      if (p.grad().defined() && non_finite(p.grad())) {
+        shared_grad = name;
+        break;
+      }
+    }
+  }
+  std::string what;
+  int culprit = rank_;
+  std::vector<int64_t> culprit_samples = samples;
+  if (!shared_grad.empty()) {
+    // Every rank is here, at this step: which ranks' losses were not finite?
+    at::Tensor mine = loss.detach().to(at::kCPU, at::kDouble).sum().reshape({1});
+    at::Tensor all = torch::zeros({world_}, torch::kDouble);
+    allgather(mine, all, control_);
+    std::vector<int> ranks;
+    for (int r = 0; r < world_; ++r) {
+      if (!std::isfinite(all[r].item<double>())) ranks.push_back(r);
+    }
+    if (ranks.empty()) {
+      what = "the averaged gradient of " + shared_grad + " holds NaN or infinity (every rank's loss was finite)";
+    } else {
+      culprit = ranks.front();
+      what = "the loss was " + std::to_string(all[culprit].item<double>()) + " on rank " + std::to_string(culprit);
+      if (ranks.size() > 1) what += " (and on " + std::to_string(ranks.size() - 1) + " other rank(s))";
+      what += ", which made every rank's averaged gradient non-finite";
+      DistributedSampler theirs(train_data_->size(), world_, culprit, recipe_.data.sampler.shuffle,
+                                recipe_.data.sampler.seed, recipe_.data.sampler.drop_last);
+      theirs.set_epoch(epoch);
+      culprit_samples = make_batches(theirs.indices(), recipe_.data.batch_size, false).at(batch_index);
+    }
+  } else if (non_finite(loss.detach())) {
+    what = "the loss was " + std::to_string(loss.detach().to(torch::kDouble).sum().item<double>()) + " on rank " +
+           std::to_string(rank_);
+  } else {
+    for (const auto& [name, p] : params_) {
+      if (p.grad().defined() && non_finite(p.grad())) {
+        what = "the gradient of " + name + " holds NaN or infinity on rank " + std::to_string(rank_);
+        break;
+      }
+    }
+  }
+  std::string indices;
+  const size_t shown = std::min<size_t>(culprit_samples.size(), 32);
+  for (size_t i = 0; i < shown; ++i) indices += (i ? ", " : "") + std::to_string(culprit_samples[i]);
+  if (shown < culprit_samples.size()) indices += ", ... (" + std::to_string(culprit_samples.size()) + " in all)";
+  throw DivergedError("the training diverged at step " + std::to_string(pos_.step + 1) + " (epoch " +
+                      std::to_string(epoch + 1) + "): " + what + ". The batch of rank " + std::to_string(culprit) +
+                      " held training samples [" + indices + "] (0-based indices into data.train). Nothing was "
+                      "saved after the previous step: the checkpoints written so far are kept and no model.pt was "
+                      "written. Lower the learning rate, check those samples, or set train.on_nonfinite: skip_step");
+}
+
 void Worker::record_step(int64_t epoch, int64_t samples) {
   window_steps_ += 1;
   window_samples_ += static_cast<double>(samples);
@@ -496,7 +599,9 @@ void Worker::record_step(int64_t epoch, int64_t samples) {
   double seconds = std::chrono::duration<double>(now - window_start_).count();
   outcome_.last_loss = w[0].item<double>() / std::max(1.0, w[1].item<double>());
   log_->step({pos_.step, epoch + 1, outcome_.last_loss, built_.optimizers[0]->param_groups()[0].options().get_lr(),
-              seconds > 0 ? w[2].item<double>() / seconds : 0.0, log_->elapsed(), bytes_now - window_bytes_start_});
+              seconds > 0 ? w[2].item<double>() / seconds : 0.0, log_->elapsed(), bytes_now - window_bytes_start_,
+              recipe_.train.on_nonfinite == OnNonFinite::kSkipStep ? std::optional<int64_t>(nonfinite_skips_)
+                                                                    : std::nullopt});
   window_loss_sum_.zero_();
   window_steps_ = window_samples_ = 0;
   window_bytes_start_ = bytes_now;
@@ -514,7 +619,7 @@ void Worker::loop() {
   bool done = pos_.step >= total_;
   for (int64_t epoch = pos_.epoch; !done && epoch < recipe_.train.epochs; ++epoch) {
     sampler_->set_epoch(epoch);
-    auto batches = make_batches(sampler_->indices(), batch, ss.drop_last);
+    auto batches = make_batches(sampler_->indices(), batch, /*drop_last=*/false);
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
     for (; b < static_cast<int64_t>(batches.size()) && pos_.step < total_; ++b) {
       maybe_inject_fault(rank_, pos_.step);
@@ -538,10 +643,12 @@ void Worker::loop() {
                             : train::compute_loss(recipe_.model.loss,
                                                   forward_output(module_, ddp_.get(), {data_batch.input}),
                                                   data_batch.target);
+      loss = maybe_inject_nan(rank_, pos_.step, loss);
       loss.backward();
-      ddp_->step();
+      const bool skip = nonfinite_step(loss, epoch, b, batches[b]);  // throws under on_nonfinite: stop
+      if (!skip) ddp_->step();
       ++pos_.step;
-      window_loss_sum_.add_(loss.detach().to(torch::kDouble));
+      if (!skip) window_loss_sum_.add_(loss.detach().to(torch::kDouble));
       record_step(epoch, static_cast<int64_t>(batches[b].size()));
       const bool epoch_ends = b + 1 == static_cast<int64_t>(batches.size());
       if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kSteps &&
@@ -581,14 +688,18 @@ void Worker::finish() {
     for (const auto& [name, p] : ddp_->bagua_build_params()) {
       parts.push_back(p.detach().reshape({-1}).to(torch::kCPU, torch::kDouble));
     }
-    at::Tensor flat = torch::cat(parts);
+    // (None at all when model.ignore_params matches every parameter.)
+    at::Tensor flat = parts.empty() ? torch::zeros({0}, torch::kDouble) : torch::cat(parts);
     at::Tensor mine = torch::stack({flat.sum(), (flat * torch::arange(flat.numel(), torch::kDouble)).sum()});
     at::Tensor all = torch::zeros({world_, 2}, torch::kDouble);
     allgather(mine, all, control_);
     bool agree = true;
     for (int r = 1; r < world_; ++r) agree = agree && torch::equal(all[r], all[0]);
     const std::string except = recipe_.model.ignore_params.empty() ? "" : " (ignored parameters excepted)";
-    if (agree) {
+    if (parts.empty()) {
+      log_->say("model.ignore_params matches every parameter: each worker trained its own model; model.pt is "
+                "their average");
+    } else if (agree) {
       log_->say("final weights identical on all " + std::to_string(world_) + " workers" + except);
     } else if (algorithm_->traits.replicas_identical) {
       log_->say("WARNING: final weights differ between workers");
