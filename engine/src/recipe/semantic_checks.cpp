@@ -5,12 +5,31 @@
 #include <bagua/algorithms/registry.h>
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 namespace bagua::recipe {
 namespace fs = std::filesystem;
 
 namespace {
+
+// o[key], or null when absent. These checks also run on recipes the schema
+// rejected (every error is reported at once), so a value may have any type:
+// compare it as JSON, never read it as a type it may not have.
+const json& field(const json& o, const char* key) {
+  static const json kNone;
+  if (!o.is_object()) return kNone;
+  auto it = o.find(key);
+  return it == o.end() ? kNone : *it;
+}
+
+// A number, or `fallback` when absent; nullopt when present but not a number.
+std::optional<double> number_or(const json& v, double fallback) {
+  if (v.is_null()) return fallback;
+  if (v.is_number()) return v.get<double>();
+  return std::nullopt;
+}
+
 
 struct Checker {
   SourceTree& tree;
@@ -70,6 +89,7 @@ struct Checker {
   void check_files(const std::vector<std::string>& paths) {
     for (const auto& path : paths) {
       json* value = at_path(path);
+      if (value == nullptr || !value->is_string()) continue;  // the schema reports the type
       fs::path p = resolve_path(path, value->get<std::string>());
       if (options.check_files) {
         std::error_code ec;
@@ -161,7 +181,7 @@ struct Checker {
     if (!optimizers || !optimizers->is_array() || !flatten || *flatten != true) return;
     for (size_t i = 0; i < optimizers->size(); ++i) {
       const json& o = (*optimizers)[i];
-      if (!o.is_object() || o.value("fused", false) != true) continue;
+      if (!o.is_object() || field(o, "fused") != true) continue;
       std::string fused_at = index_path("optimizers", i) + ".fused";
       if (tree.written("algorithm.flatten")) {
         error("algorithm.flatten",
@@ -184,8 +204,10 @@ struct Checker {
       const json& o = (*optimizers)[i];
       if (!o.is_object()) continue;
       std::string at_i = index_path("optimizers", i);
-      if (o.value("type", "") == "sgd" && o.value("nesterov", false) == true &&
-          (o.value("momentum", 0.0) <= 0.0 || o.value("dampening", 0.0) != 0.0))
+      const auto momentum = number_or(field(o, "momentum"), 0.0);
+      const auto dampening = number_or(field(o, "dampening"), 0.0);
+      if (field(o, "type") == "sgd" && field(o, "nesterov") == true && momentum && dampening &&
+          (*momentum <= 0.0 || *dampening != 0.0))
         error(at_i + ".nesterov", "nesterov momentum needs momentum > 0 and dampening 0 (found momentum " +
               o.value("momentum", json(0)).dump() + ", dampening " + o.value("dampening", json(0)).dump() + ")");
       if (optimizers->size() > 1 && o.contains("params")) {
@@ -220,7 +242,7 @@ struct Checker {
 
   void check_csv_columns(const std::string& source) {
     const json* s = at(source);
-    if (!s || !s->is_object() || s->value("format", "") != "csv") return;
+    if (!s || !s->is_object() || field(*s, "format") != "csv") return;
     const json& inputs = s->value("input_columns", json());
     if (inputs.is_array() && s->contains("target_column"))
       for (size_t i = 0; i < inputs.size(); ++i)

@@ -8,6 +8,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -21,6 +23,14 @@ struct Reader {
   int column_offset = 0;  // added to yaml-cpp's 0-based column on the first line
   SourceTree& tree;
   Diagnostics& diags;
+  // Values converted so far. YAML aliases may repeat a node any number of
+  // times (a "billion laughs" file of 1 KB expands to 10^9 values), and a
+  // recipe has a few hundred: past kMaxValues the reader stops with an error.
+  static constexpr size_t kMaxValues = 100000;
+  static constexpr int kMaxDepth = 64;
+  size_t values = 0;
+  bool too_big = false;
+  int depth = 0;
 
   SourcePos pos(const YAML::Mark& mark, bool plain = true) const {
     if (mark.line < 0) return {file, 0, 0, plain};
@@ -29,6 +39,23 @@ struct Reader {
   }
 
   json convert(const YAML::Node& node, const std::string& path, const SourcePos& where) {
+    if (too_big) return nullptr;
+    if (++values > kMaxValues) {
+      too_big = true;
+      diags.add(where, path, "the recipe expands to more than " + std::to_string(kMaxValues) +
+                                 " values (YAML aliases (*name) repeating a large anchor?); recipes are far smaller");
+      return nullptr;
+    }
+    if (depth >= kMaxDepth) {
+      too_big = true;
+      diags.add(where, path, "values nested more than " + std::to_string(kMaxDepth) + " levels deep");
+      return nullptr;
+    }
+    struct Deeper {
+      int& d;
+      explicit Deeper(int& depth) : d(depth) { ++d; }
+      ~Deeper() { --d; }
+    } deeper(depth);
     switch (node.Type()) {
       case YAML::NodeType::Null:
       case YAML::NodeType::Undefined:
@@ -115,6 +142,63 @@ bool report_tabs(const std::string& text, const std::string& file, Diagnostics& 
   return found;
 }
 
+// The offset of the first byte of `s` that is not well-formed UTF-8
+// (overlong forms, surrogates and code points past U+10FFFF included), or
+// npos. Recipes are text: JSON, and every message quoting a value, needs it.
+size_t invalid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return i;
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += n + 1;
+  }
+  return std::string::npos;
+}
+
+// Reports the first invalid UTF-8 byte with its line and column.
+bool report_invalid_utf8(const std::string& text, const std::string& file, int column_offset, Diagnostics& diags) {
+  const size_t bad = invalid_utf8(text);
+  if (bad == std::string::npos) return false;
+  int line = 1, col = 1;
+  for (size_t i = 0; i < bad; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++col;
+    }
+  }
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[bad]));
+  diags.add({file, line, col + (line == 1 ? column_offset : 0), true}, "",
+            std::string("invalid UTF-8 (byte ") + byte + "): a recipe is UTF-8 text");
+  return true;
+}
+
 std::string syntax_hint(const std::string& msg) {
   if (msg.find("illegal map value") != std::string::npos)
     return " (a value that contains \": \" must be quoted, and a key cannot follow a value on the same line)";
@@ -131,6 +215,7 @@ std::string syntax_hint(const std::string& msg) {
 SourceTree parse(const std::string& text, const std::string& file, int column_offset,
                  Diagnostics& diags, bool whole_file) {
   SourceTree tree;
+  if (report_invalid_utf8(text, file, column_offset, diags)) return tree;
   if (whole_file && report_tabs(text, file, diags)) return tree;
   YAML::Node root;
   try {
@@ -176,9 +261,14 @@ json resolve_plain_scalar(const std::string& text) {
     if (std::regex_match(text, kHex)) return std::stoll(text.substr(2), nullptr, 16);
     if (std::regex_match(text, kOct)) return std::stoll(text.substr(2), nullptr, 8);
   } catch (const std::out_of_range&) {
-    return std::stod(text);
+    // Too big for int64: a float, or (beyond double too) left as text, which
+    // the schema then reports as the wrong type.
   }
-  if (std::regex_match(text, kFloat)) return std::stod(text);
+  try {
+    if (std::regex_match(text, kInt) || std::regex_match(text, kFloat)) return std::stod(text);
+  } catch (const std::out_of_range&) {
+    return text;
+  }
   return text;
 }
 
