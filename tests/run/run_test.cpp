@@ -435,6 +435,48 @@ TEST_F(RunTest, AResumeThatWouldChangeTheBatchesIsRefusedNamingTheChanges) {
   EXPECT_NE(allowed.output.find("resumed from"), std::string::npos) << allowed.output;
 }
 
+// JSONL inputs are typed per file: an eval file whose numbers are all whole
+// (read as int64 token ids) used to crash the first evaluation of a model
+// trained on float vectors, an epoch in. Its inputs are now cast to the
+// training set's float32; the reverse is refused before training.
+TEST_F(RunTest, AnIntegerOnlyJsonlEvalFileFeedsAFloatModel) {
+  auto write_jsonl = [&](const fs::path& path, int rows, bool whole) {
+    std::ofstream out(path);
+    for (int r = 0; r < rows; ++r) {
+      out << "{\"x\": [";
+      for (int i = 0; i < 49; ++i) out << (i ? ", " : "") << (whole ? std::to_string((r + i) % 2) : std::to_string(((r * 7 + i) % 10) / 10.0 + 0.05));
+      out << "], \"y\": " << r % 10 << "}\n";
+    }
+  };
+  write_jsonl(dir_ / "train.jsonl", 96, false);
+  write_jsonl(dir_ / "eval.jsonl", 20, true);
+  fs::path recipe = dir_ / "jsonl.yaml";
+  std::ofstream(recipe) << "name: jsonl\n"
+                        << "model: {torchscript: " << kSource << "/recipes/models/mlp49.pt, loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: jsonl, path: " << (dir_ / "train.jsonl").string()
+                        << ", input_field: x, target_field: y}\n"
+                        << "  eval: {format: jsonl, path: " << (dir_ / "eval.jsonl").string()
+                        << ", input_field: x, target_field: y}\n"
+                        << "  batch_size: 16\n"
+                        << "optimizers: [{type: sgd, lr: 0.05}]\n"
+                        << "distributed: {nproc_per_node: 2}\n"
+                        << "output: {dir: " << (dir_ / "jsonl").string() << "}\n";
+  RunOutcome r = bagua_run(recipe.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(inputs cast to Float, as data.train's)"), std::string::npos) << r.output;
+  EXPECT_GE(final_accuracy(dir_ / "jsonl" / "metrics.jsonl"), 0.0) << r.output;
+
+  // The other way round (token ids to train, floats to evaluate): refused up front.
+  RunOutcome reversed = bagua_run(recipe.string() + " --set data.train.path=" + (dir_ / "eval.jsonl").string() +
+                                  " --set data.eval.path=" + (dir_ / "train.jsonl").string() +
+                                  " --set output.dir=" + (dir_ / "reversed").string());
+  EXPECT_EQ(reversed.exit_code, 2) << reversed.output;
+  EXPECT_NE(reversed.output.find("data.eval's inputs are Float but data.train's are Long"), std::string::npos)
+      << reversed.output;
+  EXPECT_FALSE(fs::exists(dir_ / "reversed" / "metrics.jsonl"));
+}
+
 // The README's main job: the quickstart recipe as shipped reaches at least
 // 85% test accuracy within its default epochs.
 TEST_F(RunTest, QuickstartRecipeReaches85PercentTestAccuracy) {

@@ -69,6 +69,45 @@ at::Tensor maybe_inject_nan(int rank, int64_t step, const at::Tensor& loss) {
   return loss;
 }
 
+// The eval set as the model will see it: JSONL inputs are typed per file
+// (integer-only lists are token ids, int64), so an eval file whose numbers
+// happen to be whole would reach a model trained on float32 vectors as
+// int64 and fail at the first evaluation, an epoch in. Such inputs are cast
+// to the training set's dtype; the opposite (float inputs to a model of
+// token ids) is an error before training starts.
+class InputsCastTo : public Dataset {
+ public:
+  InputsCastTo(std::shared_ptr<Dataset> inner, at::ScalarType type) : inner_(std::move(inner)), type_(type) {}
+  int64_t size() const override { return inner_->size(); }
+  Batch get_batch(const std::vector<int64_t>& indices) const override {
+    Batch b = inner_->get_batch(indices);
+    b.input = b.input.to(type_);
+    return b;
+  }
+  std::string describe() const override {
+    return inner_->describe() + " (inputs cast to " + std::string(c10::toString(type_)) + ", as data.train's)";
+  }
+  int64_t num_classes() const override { return inner_->num_classes(); }
+
+ private:
+  std::shared_ptr<Dataset> inner_;
+  at::ScalarType type_;
+};
+
+std::shared_ptr<Dataset> match_inputs(std::shared_ptr<Dataset> eval, const Dataset& train) {
+  if (eval->size() == 0 || train.size() == 0) return eval;
+  const at::ScalarType want = train.get_batch({0}).input.scalar_type();
+  const at::ScalarType have = eval->get_batch({0}).input.scalar_type();
+  if (want == have) return eval;
+  if (at::isFloatingType(want) && at::isIntegralType(have, false)) {
+    return std::make_shared<InputsCastTo>(std::move(eval), want);
+  }
+  throw Error("data.eval's inputs are " + std::string(c10::toString(have)) + " but data.train's are " +
+                  c10::toString(want) + " (" + eval->describe() + "; train: " + train.describe() +
+                  "): a model cannot take both; give both files the same kind of input",
+              true);
+}
+
 at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vector<c10::IValue> inputs) {
   c10::IValue out = ddp ? ddp->forward(module, std::move(inputs)) : module.forward(std::move(inputs));
   if (!out.isTensor()) {
@@ -291,7 +330,9 @@ void Worker::setup() {
   module_.to(device_);
   module_.train();
   train_data_ = load_dataset(recipe_.data.train, target_kind_for(recipe_.model.loss));
-  if (recipe_.data.eval) eval_data_ = load_dataset(*recipe_.data.eval, target_kind_for(recipe_.model.loss));
+  if (recipe_.data.eval) {
+    eval_data_ = match_inputs(load_dataset(*recipe_.data.eval, target_kind_for(recipe_.model.loss)), *train_data_);
+  }
 
   for (const auto& p : module_.named_parameters(true)) params_.emplace_back(p.name, p.value);
   for (const auto& b : module_.named_buffers(true)) buffers_.emplace_back(b.name, b.value);
