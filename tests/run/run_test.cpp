@@ -379,7 +379,8 @@ TEST_F(RunTest, DropLastKeepsEachWorkersLastPartialBatch) {
 // default on_nonfinite: stop, naming step, rank and samples, with exit 4,
 // the earlier checkpoint kept, nothing saved after and no model.pt.
 TEST_F(RunTest, ANonFiniteLossStopsNamingStepRankAndSamples) {
-  RunOutcome r = bagua_run(write_recipe("nan_stop") + " --set distributed.max_restarts=2", "BAGUA_NAN_AT_STEP=1:10");
+  RunOutcome r = bagua_run(write_recipe("nan_stop") + " --set distributed.max_restarts=2 --set train.device=cpu",
+                           "BAGUA_NAN_AT_STEP=1:10");
   EXPECT_EQ(r.exit_code, 4) << r.output;
   // Both ranks find the NaN (the averaged gradient); both name rank 1.
   EXPECT_NE(r.output.find("the training diverged at step 11 (epoch 1): the loss was nan on rank 1, which made"),
@@ -396,6 +397,19 @@ TEST_F(RunTest, ANonFiniteLossStopsNamingStepRankAndSamples) {
   EXPECT_TRUE(fs::exists(out / "checkpoints" / "step-00000008")) << r.output;
   EXPECT_FALSE(fs::exists(out / "checkpoints" / "step-00000016"));
   EXPECT_FALSE(fs::exists(out / "model.pt"));
+}
+
+// GPU machines only: on a GPU the verdict is read at log records and
+// checkpoints, so the run stops by the next one (steps 9-12 here, logged
+// every 4), still with exit 4, no later checkpoint and no model.pt.
+TEST_F(RunTest, ANonFiniteLossStopsTheRunOnTheGpuToo) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  RunOutcome r = bagua_run(write_recipe("nan_gpu") + " --set train.device=cuda", "BAGUA_NAN_AT_STEP=1:10");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("between step 9 and step 12"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "nan_gpu" / "checkpoints" / "step-00000008")) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "nan_gpu" / "checkpoints" / "step-00000016"));
+  EXPECT_FALSE(fs::exists(dir_ / "nan_gpu" / "model.pt"));
 }
 
 // Under on_nonfinite: skip_step the same NaN skips that step on both ranks

@@ -259,6 +259,7 @@ class Worker {
   void drain_stop_votes();
   void cast_vote(bool stop);
   void record_step(int64_t epoch, int64_t samples);
+  void check_gpu_nonfinite();
   bool nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch_index, const std::vector<int64_t>& samples);
   train::RankState rank_state();
   // Runs `fn` with every rank's weights replaced by the ranks' average (for
@@ -292,6 +293,7 @@ class Worker {
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;
   int64_t nonfinite_skips_ = 0;  // steps skipped under train.on_nonfinite: skip_step
+  int64_t gpu_clean_step_ = 0;   // on a GPU: the last step known finite (check_gpu_nonfinite)
   bool finishing_ = false;  // training is over: background work stays stopped
 
   // Stop votes, on a group of their own: synchronous algorithms read the
@@ -471,6 +473,7 @@ void Worker::plan() {
 // model.pt of the checkpoint holds the one model (the average, for per-rank
 // algorithms); each rank's file holds its own.
 void Worker::save(const train::Position& at) {
+  check_gpu_nonfinite();
   side_work_begin();
   train::RankState rank = rank_state();
   if (per_rank_model_) {
@@ -488,6 +491,7 @@ void Worker::save(const train::Position& at) {
 // per-rank algorithms.
 void Worker::evaluate(int64_t epoch) {
   if (!eval_data_) return;
+  check_gpu_nonfinite();
   side_work_begin();
   last_eval_step_ = pos_.step;
   EvalResult e;
@@ -548,12 +552,18 @@ void Worker::drain_stop_votes() {
 // report that rank and its batch.
 bool Worker::nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch_index,
                             const std::vector<int64_t>& samples) {
+  const bool skip_mode = recipe_.train.on_nonfinite == OnNonFinite::kSkipStep;
+  // On a GPU, a verdict every step would make the host wait for each
+  // backward (and launch kernels per parameter): under stop, the loss sum of
+  // the log window, which a NaN or infinity poisons, is read where the host
+  // waits anyway (check_gpu_nonfinite). A non-finite gradient makes the
+  // weights, and so the next step's loss, non-finite.
+  if (device_.is_cuda() && !skip_mode) return false;
   std::vector<at::Tensor> checks{loss.detach().isfinite().all()};
   for (const auto& [name, p] : params_) {
     if (p.grad().defined()) checks.push_back(p.grad().isfinite().all());
   }
   bool bad = !at::stack(checks).all().item<bool>();
-  const bool skip_mode = recipe_.train.on_nonfinite == OnNonFinite::kSkipStep;
   if (skip_mode && algorithm_->traits.synchronous) {
     at::Tensor any = torch::tensor({bad ? 1.0f : 0.0f});
     allreduce(any, ReduceOp::MAX, control_);
@@ -625,6 +635,24 @@ bool Worker::nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch
                       "written. Lower the learning rate, check those samples, or set train.on_nonfinite: skip_step");
 }
 
+// The GPU's deferred verdict (see nonfinite_step): throws when the loss was
+// non-finite in the window read so far, before anything is saved.
+void Worker::check_gpu_nonfinite() {
+  if (!device_.is_cuda() || recipe_.train.on_nonfinite != OnNonFinite::kStop || !window_loss_sum_.defined()) return;
+  const bool bad = !std::isfinite(window_loss_sum_.item<double>());
+  if (!bad) {
+    gpu_clean_step_ = pos_.step;
+    return;
+  }
+  throw DivergedError("the training diverged on rank " + std::to_string(rank_) + " between step " +
+                      std::to_string(gpu_clean_step_ + 1) + " and step " + std::to_string(pos_.step) +
+                      ": a loss or gradient was NaN or infinite (on a GPU the check is read at each log record, "
+                      "checkpoint and evaluation, so the step is not exact; train.on_nonfinite: skip_step checks "
+                      "every step). Nothing was saved after step " + std::to_string(gpu_clean_step_) +
+                      ": the checkpoints written so far are kept and no model.pt was written. Lower the learning "
+                      "rate, or set train.on_nonfinite: skip_step");
+}
+
 void Worker::record_step(int64_t epoch, int64_t samples) {
   window_steps_ += 1;
   window_samples_ += static_cast<double>(samples);
@@ -632,6 +660,7 @@ void Worker::record_step(int64_t epoch, int64_t samples) {
     log_->tick(pos_.step, epoch + 1);
     return;
   }
+  check_gpu_nonfinite();
   const int64_t bytes_now = ddp_->bytes_sent();
   at::Tensor w = torch::tensor({window_loss_sum_.item<double>(), window_steps_, window_samples_}, torch::kDouble);
   // Async ranks do not wait for each other: rank 0 reports its own window.
@@ -715,6 +744,7 @@ void Worker::loop() {
 }
 
 void Worker::finish() {
+  check_gpu_nonfinite();
   finishing_ = true;
   side_work_begin();  // async: the weights stop moving before they are checked and saved
   if (!outcome_.stopped) {
