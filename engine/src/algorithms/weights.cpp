@@ -48,8 +48,10 @@ AverageWorkspace::AverageWorkspace(int64_t numel, int64_t ranks, const at::Tenso
   const int64_t per = (numel + ranks_ - 1) / ranks_;
   padded_ = at::zeros({ranks_ * per}, options);
   values_ = padded_.narrow(0, 0, numel);
-  chunks_ = at::empty({ranks_, per}, options);
-  mine_ = at::empty({per}, options);
+  if (ranks_ > 1) {  // alone, the values are their own mean: no exchange buffers
+    chunks_ = at::empty({ranks_, per}, options);
+    mine_ = at::empty({per}, options);
+  }
 }
 
 void average_all(AverageWorkspace& ws, const ProcessGroupPtr& group) {

@@ -120,7 +120,6 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
   {
     torch::serialize::OutputArchive mine;
     mine.write("rng", rng_state());
-    mine.write("step_counter", at::tensor({rank.step_counter}, at::kLong));
     if (rank.model) {
       for (const auto& [name, t] : rank.parameters) mine.write("param." + name, t.detach().cpu());
       for (const auto& [name, t] : rank.buffers) mine.write("buffer." + name, t.detach().cpu(), /*is_buffer=*/true);
@@ -252,9 +251,9 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
                   meta.at("batch_in_epoch").get<int64_t>()};
 }
 
-int64_t load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
-                        const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                        const RankState& rank, int64_t fallback) {
+void load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
+                     const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                     const RankState& rank) {
   const fs::path file = fs::path(where) / ("rank-" + std::to_string(get_rank()) + ".pt");
   if (!fs::exists(file)) {
     // Written before rank files existed: only the RNG was per rank.
@@ -264,7 +263,7 @@ int64_t load_rank_state(const std::string& where, const NamedTensors& parameters
       torch::load(state, rng.string());
       set_rng_state(state);
     }
-    return fallback;
+    return;
   }
   torch::NoGradGuard no_grad;
   const at::Device device = parameters.empty() ? at::Device(at::kCPU) : parameters.front().second.device();
@@ -273,8 +272,6 @@ int64_t load_rank_state(const std::string& where, const NamedTensors& parameters
   at::Tensor t;
   mine.read("rng", t);
   set_rng_state(t.cpu());
-  int64_t step_counter = fallback;
-  if (mine.try_read("step_counter", t)) step_counter = t.cpu().item<int64_t>();
   if (rank.model) {
     auto missing = [&](const std::string& what) {
       return Error("checkpoint " + where + ": " + file.filename().string() + " has no " + what +
@@ -300,7 +297,6 @@ int64_t load_rank_state(const std::string& where, const NamedTensors& parameters
     torch::serialize::InputArchive algorithm;
     if (mine.try_read("algorithm", algorithm)) rank.load_algorithm(algorithm);
   }
-  return step_counter;
 }
 
 }  // namespace bagua::train

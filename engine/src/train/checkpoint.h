@@ -35,8 +35,9 @@ struct Position {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // What each rank writes of its own into rank-R.pt (and reads back).
+// (The algorithm's step counter is not among it: one forward per optimizer
+// step makes it the checkpoint's step.)
 struct RankState {
-  int64_t step_counter = 0;
   // Its own parameters and buffers (and its optimizers' state) too.
   bool model = false;
   NamedTensors parameters, buffers;  // this rank's own (model only)
@@ -63,11 +64,10 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
 
 // This rank's part of checkpoint `where` (after with_bagua, which
 // broadcasts rank 0's state): RNG, algorithm state, and its own parameters,
-// buffers and optimizer states when the checkpoint holds them. Returns the
-// step counter saved (or `fallback` for a checkpoint without rank files).
-int64_t load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
-                        const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                        const RankState& rank, int64_t fallback);
+// buffers and optimizer states when the checkpoint holds them.
+void load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
+                     const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                     const RankState& rank);
 
 // The newest complete checkpoint under `dir`, if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);

@@ -392,12 +392,11 @@ void Worker::wrap() {
 // weights, optimizer and algorithm state, and RNG, from its rank file.
 void Worker::restore_rank_state() {
   if (outcome_.resumed_from.empty()) return;
-  train::load_rank_state(outcome_.resumed_from, params_, buffers_, built_.optimizers, rank_state(), pos_.step);
+  train::load_rank_state(outcome_.resumed_from, params_, buffers_, built_.optimizers, rank_state());
 }
 
 train::RankState Worker::rank_state() {
   train::RankState rank;
-  rank.step_counter = ddp_->bagua_train_step_counter();
   rank.model = per_rank_model_;
   rank.save_algorithm = [this](torch::serialize::OutputArchive& a) { ddp_->save_algorithm_state(a); };
   rank.load_algorithm = [this](torch::serialize::InputArchive& a) { ddp_->load_algorithm_state(a); };
@@ -541,8 +540,6 @@ void Worker::drain_stop_votes() {
   stop_pending_ = false;
 }
 
-// Logs the window since the last record (one allreduce over the ranks) or
-// redraws the progress bar.
 // Whether this step's loss or a gradient is NaN or infinite (on any rank,
 // under skip_step, so every rank skips alike; async ranks decide alone).
 // Under stop, the rank that finds one throws DivergedError: nothing more is
@@ -653,6 +650,8 @@ void Worker::check_gpu_nonfinite() {
                       "rate, or set train.on_nonfinite: skip_step");
 }
 
+// Logs the window since the last record (one allreduce over the ranks) or
+// redraws the progress bar.
 void Worker::record_step(int64_t epoch, int64_t samples) {
   window_steps_ += 1;
   window_samples_ += static_cast<double>(samples);
@@ -768,8 +767,9 @@ void Worker::finish() {
     for (int r = 1; r < world_; ++r) agree = agree && torch::equal(all[r], all[0]);
     const std::string except = recipe_.model.ignore_params.empty() ? "" : " (ignored parameters excepted)";
     if (parts.empty()) {
-      log_->say("model.ignore_params matches every parameter: each worker trained its own model; model.pt is "
-                "their average");
+      log_->say(std::string("model.ignore_params matches every parameter: each worker trained its own model; "
+                            "model.pt and the evaluations are ") +
+                (algorithm_->traits.replicas_identical ? "rank 0's" : "of their average"));
     } else if (agree) {
       log_->say("final weights identical on all " + std::to_string(world_) + " workers" + except);
     } else if (algorithm_->traits.replicas_identical) {
