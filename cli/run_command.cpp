@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -168,6 +169,23 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
   // One node and no port asked for (recipe or command line): any free
   // port, so two runs on one machine never collide on 29500.
   opts.master_port = (d.nnodes == 1 && !d.master_port) ? 0 : d.master_port_or_default();
+  // Node 0 serves the rendezvous store for the whole run, restarts
+  // included (workers are its clients): the progress watch reads it even
+  // when rank 0 is the worker that stopped, and a port in use fails now.
+  static std::unique_ptr<RendezvousServer> store;  // lives until exit: the workers outlive this function's scope
+  if (d.node_rank == 0) {
+    try {
+      store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+    } catch (const ConfigError& e) {
+      std::cerr << "bagua run: " << e.what() << "\n";
+      return kExitInvalidInput;
+    }
+    opts.master_port = store->port();
+  }
+  opts.extra_env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  opts.watch_progress = true;
+  opts.stall_timeout = std::chrono::seconds(d.timeout_s);
+  opts.stall_warning = std::chrono::seconds(d.stall_warning_s);
   opts.log_dir = (std::filesystem::path(recipe.output.dir) / "logs").string();
   opts.echo_rank = 0;
   opts.prefix_output = false;
@@ -232,10 +250,12 @@ const CommandRegistration kRun{
           "rank's goes to OUTPUT/logs/rank-N.log. If RANK and WORLD_SIZE (torchrun, a Kubernetes\n"
           "PyTorchJob) or SLURM_PROCID and SLURM_NTASKS are set, this process trains as that one\n"
           "worker instead. Ctrl-C stops every worker after a checkpoint; the same command resumes.\n\n"
-          "Exit status: 0 done, 2 invalid recipe, data or output directory in use, 3 a worker failed\n"
+          "Exit status: 0 done, 2 invalid recipe or data, output directory or port in use, 3 a worker failed\n"
           "(its rank, cause and last log lines are printed), 4 the training diverged (a NaN or\n"
           "infinite loss or gradient, train.on_nonfinite: stop), 130 interrupted, 1 internal failure.\n"
-          "Workers exit with bagua run: if it is killed, they are too.\n\n"
+          "Workers exit with bagua run: if it is killed, they are too. A worker that stops making\n"
+          "progress is named (warnings after distributed.stall_warning_s) and ends the job after\n"
+          "distributed.timeout_s; a failure on one node stops the others.\n\n"
           "Examples:\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --set train.epochs=1\n"

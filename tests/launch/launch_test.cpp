@@ -440,6 +440,45 @@ TEST(LaunchFailure, FirstFailureStopsTheOthersQuickly) {
   }
 }
 
+// Two nodes' supervisors sharing node 0's rendezvous store: a worker that
+// fails on node 1 stops node 0's at once (they would otherwise wait for their
+// timeout), and node 0's result names node 1 and the rank.
+TEST(LaunchFailure, AFailureOnAnotherNodeStopsThisOneNamingIt) {
+  TempDir dir;
+  CaptureFile out0(dir / "out0"), err0(dir / "err0"), out1(dir / "out1"), err1(dir / "err1");
+  bagua::RendezvousServer store("127.0.0.1", 0);
+  auto node = [&](int rank, const std::string& script, const CaptureFile& out, const CaptureFile& err) {
+    auto options = options_for(script, 1, out, err);
+    options.nnodes = 2;
+    options.node_rank = rank;
+    options.master_port = store.port();
+    options.watch_progress = true;
+    return options;
+  };
+  auto o0 = node(0, "exec sleep 60", out0, err0);
+  auto o1 = node(1, "sleep 1; echo 'bad input'; exit 7", out1, err1);
+  bagua::LaunchResult results[2];
+  auto started = std::chrono::steady_clock::now();
+  // One supervisor per process, as on two machines: node 1 in a child.
+  pid_t node1 = ::fork();
+  if (node1 == 0) {
+    bagua::LaunchResult r = bagua::LocalSupervisor(o1).run();
+    ::_exit(r.first_failure && r.first_failure->rank == 1 && r.first_failure->status == 7 ? 0 : 1);
+  }
+  ASSERT_GT(node1, 0);
+  results[0] = bagua::LocalSupervisor(o0).run();
+  int status = 0;
+  ASSERT_EQ(::waitpid(node1, &status, 0), node1);
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_LT(elapsed, 15s);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "node 1 saw its rank 1 fail with exit code 7";
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_FALSE(results[0].first_failure.has_value()) << "node 0's worker did not fail: it was stopped";
+  EXPECT_EQ(results[0].remote_failure, "node 1: rank 1 failed with exit code 7");
+  EXPECT_THAT(results[0].summary(), HasSubstr("another node failed (node 1: rank 1 failed with exit code 7)"));
+  EXPECT_TRUE(results[0].workers[0].stopped_by_supervisor);
+}
+
 TEST(LaunchFailure, WorkerIgnoringSigtermIsKilledAfterTheGrace) {
   TempDir dir;
   CaptureFile out(dir / "out"), err(dir / "err");

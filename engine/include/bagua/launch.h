@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,23 @@ struct LaunchOptions {
   // supervisor does not close them.
   int stdout_fd = 1;
   int stderr_fd = 2;
+  // Progress watch. bagua's workers publish their step and phase every
+  // second through the rendezvous store at master_addr:master_port (under
+  // the attempt's prefix, attempt-K/, K = TORCHELASTIC_RESTART_COUNT from
+  // extra_env); with watch_progress the supervisor reads every rank's
+  // (every node's) and sets BAGUA_PROGRESS_STORE=1 for its workers:
+  //   - a rank that made no progress for stall_warning while another waits
+  //     is named on stderr (repeated every stall_warning while it lasts);
+  //   - a rank whose reports stopped (a stopped, frozen or hung process) for
+  //     stall_timeout stops the job: LaunchResult::stall names it;
+  //   - when a worker fails, a rank that had stopped reporting is named as
+  //     the likely cause (its peers' timeouts follow from it);
+  //   - a failure on another node (published by its supervisor through the
+  //     store) stops this node's workers too: LaunchResult::remote_failure.
+  // Without a store to read (not started yet, gone) the watch does nothing.
+  bool watch_progress = false;
+  std::chrono::milliseconds stall_warning{60000};
+  std::chrono::milliseconds stall_timeout{0};  // 0: never stop for a stall
 };
 
 // How one worker ended.
@@ -102,6 +120,12 @@ struct LaunchResult {
   std::vector<std::string> failure_tail;   // last output lines of the failed rank
   bool interrupted = false;                // the supervisor got SIGINT/SIGTERM
   int interrupt_signal = 0;                // which one, when interrupted
+  // With watch_progress: the rank that stopped making progress, in words
+  // ("rank 1 (node 0) stopped reporting progress 15 s ago, at step 12 in
+  // forward"), when that stopped the job or preceded the failure.
+  std::string stall;
+  // With watch_progress: another node's failure that stopped this node.
+  std::string remote_failure;
   // One clear paragraph, e.g. "rank 1 (local rank 1) failed with exit code 3;
   // stopped the other 3 workers. Last lines of its output:\n  ...".
   std::string summary() const;
@@ -129,6 +153,26 @@ class LocalSupervisor {
  private:
   LaunchOptions options_;
   int master_port_ = 0;
+};
+
+// The rendezvous store (c10d's TCPStore server) served by the launcher of
+// node 0 for the whole run, as torchrun's agent does: it outlives workers
+// and restarts, so the progress watch can read a stopped rank 0's peers,
+// and a port in use fails at once. Workers learn they must not serve it
+// from TORCHELASTIC_USE_AGENT_STORE=True (set in extra_env by the caller).
+class RendezvousServer {
+ public:
+  // Listens on `port` (0: a free one) on every interface. Throws
+  // ConfigError naming addr:port when it cannot (e.g. the port is in use).
+  RendezvousServer(const std::string& addr, int port);
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // A TCP port on addr (a host name or an IPv4/IPv6 address) that nothing

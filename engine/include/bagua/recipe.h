@@ -193,6 +193,7 @@ struct DistributedSpec {
   static constexpr int kDefaultMasterPort = 29500;
   int master_port_or_default() const { return master_port.value_or(kDefaultMasterPort); }
   int timeout_s = 300;
+  int stall_warning_s = 60;  // warn about a worker without progress this long; 0: never
   int max_restarts = 0;
 };
 

@@ -54,4 +54,11 @@ void set_cuda_device(int device);
 
 c10d::ReduceOp to_c10d(ReduceOp op);
 
+// An exception's message without the C++ stack trace c10::Error appends
+// (users read "Operation timed out", not frames of libtorch).
+inline std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
+}
+
 }  // namespace bagua::comm

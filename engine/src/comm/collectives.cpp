@@ -58,7 +58,7 @@ struct Call {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw CommError(what + " failed: " + e.what());
+      throw CommError(what + " failed: " + comm::message_of(e));
     }
   }
 

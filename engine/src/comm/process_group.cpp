@@ -368,7 +368,11 @@ void init_process_group(const InitOptions& options) {
   world->loopback_only = comm::is_loopback(addr);
 
   try {
-    world->store = comm::make_tcp_store(addr, static_cast<int>(*port), world->rank == 0,
+    // Under a launcher that serves the store itself (bagua run, torchrun's
+    // agent), rank 0 is one more client.
+    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    const bool agent_store = agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1");
+    world->store = comm::make_tcp_store(addr, static_cast<int>(*port), world->rank == 0 && !agent_store,
                                         world->world_size, world->timeout);
   } catch (const std::exception& e) {
     std::string why = e.what();

@@ -155,7 +155,7 @@ void verify_send(ProcessGroup::Impl& group, const at::Tensor& tensor, int dst) {
     group.backend->send(out, dst, kSigTag)->wait(group.world->timeout);
     group.backend->recv(in, dst, kAckTag)->wait(group.world->timeout);
   } catch (const std::exception& e) {
-    throw CommError(what + " failed: " + e.what());
+    throw CommError(what + " failed: " + comm::message_of(e));
   }
   at::Tensor a = in[0].cpu();
   if (a[0].item<int64_t>() == 1) return;
@@ -172,7 +172,7 @@ void verify_recv(ProcessGroup::Impl& group, const at::Tensor& tensor, int src) {
   try {
     group.backend->recv(in, src, kSigTag)->wait(group.world->timeout);
   } catch (const std::exception& e) {
-    throw CommError(what + " failed: " + e.what());
+    throw CommError(what + " failed: " + comm::message_of(e));
   }
   at::Tensor o = in[0].cpu();
   int64_t their_type = o[0].item<int64_t>(), their_numel = o[1].item<int64_t>();
@@ -184,7 +184,7 @@ void verify_recv(ProcessGroup::Impl& group, const at::Tensor& tensor, int src) {
   try {
     group.backend->send(out, src, kAckTag)->wait(group.world->timeout);
   } catch (const std::exception& e) {
-    throw CommError(what + " failed: " + e.what());
+    throw CommError(what + " failed: " + comm::message_of(e));
   }
   if (ok) return;
   throw CommError(what + ": the sender sends " +

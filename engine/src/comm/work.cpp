@@ -37,7 +37,7 @@ void Work::wait() {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw CommError(state_->what + " failed: " + e.what());
+    throw CommError(state_->what + " failed: " + comm::message_of(e));
   }
   if (state_->finish) state_->finish();
 }

@@ -66,6 +66,7 @@ std::string LaunchResult::summary() const {
       also_failed.push_back(&w);
     }
   }
+  if (!stall.empty()) out << (first_failure ? "the likely cause: " : "") << stall << (first_failure ? ". Then " : "");
   if (first_failure) {
     out << "rank " << first_failure->rank << " (local rank " << first_failure->local_rank
         << ") failed with " << first_failure->describe();
@@ -78,6 +79,11 @@ std::string LaunchResult::summary() const {
   } else if (interrupted) {
     out << "interrupted by " << signal_name(interrupt_signal) << "; stopped " << stopped << " "
         << workers_word(stopped);
+  } else if (!stall.empty()) {
+    out << "; stopped " << stopped << " " << workers_word(stopped) << " here";
+  } else if (!remote_failure.empty()) {
+    out << "another node failed (" << remote_failure << "); stopped the " << stopped << " "
+        << workers_word(stopped) << " here";
   } else {
     out << "the launch did not succeed";
   }

@@ -1,6 +1,7 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 
+#include "launch/progress_monitor.h"
 #include "launch/rank_output.h"
 #include "launch/signal_relay.h"
 #include "launch/unique_fd.h"
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <poll.h>
+#include <set>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,6 +100,12 @@ class SupervisedRun {
     launch::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null.valid()) throw Error(std::string("launch: cannot open /dev/null: ") + std::strerror(errno));
     std::map<std::string, std::string> env = base_environment();
+    if (options_.watch_progress) {
+      auto attempt = options_.extra_env.find("TORCHELASTIC_RESTART_COUNT");
+      monitor_ = std::make_unique<launch::ProgressMonitor>(
+          options_, master_port_, options_.nnodes * options_.nproc_per_node,
+          attempt == options_.extra_env.end() ? std::string("0") : attempt->second);
+    }
     workers_.reserve(options_.nproc_per_node);
     for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
       start(local_rank, env, dev_null.get());
@@ -120,6 +128,7 @@ class SupervisedRun {
     env["MASTER_ADDR"] = options_.master_addr;
     env["MASTER_PORT"] = std::to_string(master_port_);
     env["TORCHELASTIC_RESTART_COUNT"] = "0";
+    if (options_.watch_progress) env["BAGUA_PROGRESS_STORE"] = "1";
     if (env.count("OMP_NUM_THREADS") == 0) {
       int threads = options_.threads_per_worker > 0
                         ? options_.threads_per_worker
@@ -186,6 +195,26 @@ class SupervisedRun {
       if (!w.running) continue;
       w.exit.stopped_by_supervisor = true;
       signal_group(w.exit.pid, SIGTERM);
+      // A stopped process (SIGSTOP, Ctrl-Z) acts on SIGTERM only once it runs.
+      signal_group(w.exit.pid, SIGCONT);
+    }
+  }
+
+  void kill_rank(int rank) {
+    for (auto& w : workers_) {
+      if (w.running && w.exit.rank == rank) signal_group(w.exit.pid, SIGKILL);
+    }
+  }
+
+  // The progress watch: a stalled rank or another node's failure stops us.
+  void watch() {
+    if (!monitor_ || stopping_) return;
+    if (auto stop = monitor_->take_stop()) {
+      stall_ = stop->stall;
+      remote_failure_ = stop->remote_failure;
+      for (int rank : stop->kill) kill_rank(rank);
+      if (!stall_.empty()) monitor_->publish_failure(stall_);
+      begin_stop();
     }
   }
 
@@ -211,7 +240,22 @@ class SupervisedRun {
       } else {
         w.exit.status = WEXITSTATUS(status);
       }
-      if (!w.exit.succeeded() && !stopping_ && !first_failure_) first_failure_ = w.exit;
+      if (!w.exit.succeeded() && !stopping_ && !first_failure_) {
+        first_failure_ = w.exit;
+        if (monitor_) {
+          // A rank that went silent first is the likely cause (its peers
+          // timed out waiting); the other nodes stop too.
+          std::set<int> exited;
+          for (const auto& other : workers_) {
+            if (!other.running) exited.insert(other.exit.rank);
+          }
+          if (auto silent = monitor_->silent_rank(exited)) {
+            stall_ = silent->second;
+            kill_rank(silent->first);
+          }
+          monitor_->publish_failure("rank " + std::to_string(w.exit.rank) + " failed with " + w.exit.describe());
+        }
+      }
     }
     if (first_failure_) begin_stop();
   }
@@ -258,6 +302,7 @@ class SupervisedRun {
     for (;;) {
       handle_signals(relay);
       reap();
+      watch();
       Clock::time_point now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) kill_all_groups();
 
@@ -320,12 +365,14 @@ class SupervisedRun {
     r.interrupted = interrupted_;
     r.interrupt_signal = interrupt_signal_;
     r.first_failure = first_failure_;
+    r.stall = stall_;
+    r.remote_failure = remote_failure_;
     bool all_succeeded = true;
     for (const auto& w : workers_) {
       r.workers.push_back(w.exit);
       all_succeeded = all_succeeded && w.exit.succeeded();
     }
-    r.ok = all_succeeded && !interrupted_;
+    r.ok = all_succeeded && !interrupted_ && stall_.empty() && remote_failure_.empty();
     if (first_failure_) r.failure_tail = workers_[first_failure_->local_rank].output->tail();
     return r;
   }
@@ -337,6 +384,8 @@ class SupervisedRun {
   bool killed_ = false;
   Clock::time_point kill_deadline_;
   std::optional<WorkerExit> first_failure_;
+  std::unique_ptr<launch::ProgressMonitor> monitor_;
+  std::string stall_, remote_failure_;
   bool interrupted_ = false;
   int interrupt_signal_ = 0;
 };

@@ -193,6 +193,7 @@ Recipe to_typed_recipe(const json& doc) {
     if (port) r.distributed.master_port = static_cast<int>(*port);
   }
   r.distributed.timeout_s = dist.at("timeout_s").get<int>();
+  r.distributed.stall_warning_s = dist.at("stall_warning_s").get<int>();
   r.distributed.max_restarts = dist.at("max_restarts").get<int>();
 
   const json& t = doc.at("train");

@@ -10,9 +10,12 @@
 #include <fcntl.h>
 #include <mutex>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -29,19 +32,106 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
+std::string errno_text(int error) { return std::strerror(error); }
+
+// Writes `text` to `path` and makes it durable; every step checked (a full
+// disk shows at write, fsync or close, depending on the filesystem).
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw Error("could not write " + path.string());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot create " + path.string() + ": " + errno_text(errno));
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw Error("cannot write " + path.string() + ": " + errno_text(e));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw Error("cannot write " + path.string() + " to disk: " + errno_text(e));
+  }
+  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + errno_text(errno));
+}
+
+// Writes a LibTorch archive to `path` and makes it durable. LibTorch's own
+// file writer aborts the process on a full disk (its destructor throws while
+// unwinding), so the bytes come through this function's writer, which
+// remembers the first error and lets the archive finish.
+void save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot create " + path.string() + ": " + errno_text(errno));
+  int error = 0;
+  archive.save_to([&](const void* data, size_t n) -> size_t {
+    const char* p = static_cast<const char*>(data);
+    size_t left = n;
+    while (error == 0 && left > 0) {
+      ssize_t w = ::write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        error = errno;
+        break;
+      }
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    return n;
+  });
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) throw Error("cannot write " + path.string() + ": " + errno_text(error));
 }
 
 void fsync_path(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     ::fsync(fd);
     ::close(fd);
   }
 }
+
+// Size and CRC-32 (zlib's, as Python's zlib.crc32) of a file.
+struct FileSum {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+};
+
+FileSum file_sum(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot read " + path.string() + ": " + errno_text(errno));
+  FileSum sum;
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  std::vector<unsigned char> buffer(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw Error("cannot read " + path.string() + ": " + errno_text(e));
+    }
+    if (n == 0) break;
+    crc = ::crc32(crc, buffer.data(), static_cast<uInt>(n));
+    sum.bytes += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  sum.crc = static_cast<uint32_t>(crc);
+  return sum;
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+nlohmann::json describe_sum(const FileSum& sum) { return {{"bytes", sum.bytes}, {"crc32", hex32(sum.crc)}}; }
 
 // Checkpoint directories under `dir`, oldest first (only complete ones).
 std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const std::string& dir) {
@@ -68,6 +158,25 @@ void set_rng_state(const at::Tensor& state) {
 }
 
 }  // namespace
+
+void save_module(const torch::jit::Module& module, const std::string& path) {
+  std::ostringstream bytes;
+  module.save(bytes);
+  const fs::path tmp = path + ".tmp";
+  try {
+    write_text(tmp, bytes.str());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot write " + path + ": " + ec.message());
+  }
+}
 
 nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples) {
   const auto& data = recipe.resolved.at("data");
@@ -110,14 +219,20 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
                      const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
                      const nlohmann::json& plan) {
   const bool leader = group->rank() == 0;
+  const int world = group->size();
   const fs::path final_dir = fs::path(dir) / step_name(pos.step);
   const fs::path tmp = fs::path(dir) / ("." + step_name(pos.step) + ".tmp");
   if (leader) {
     bagua::compat::remove_all(tmp);
   }
   barrier(group);
-  fs::create_directories(tmp);
-  {
+  // Each rank's failure is caught, so that every rank learns of it at the
+  // same collective below instead of waiting for a peer that gave up.
+  std::string error;
+  FileSum rank_sum;
+  nlohmann::json files = nlohmann::json::object();
+  try {
+    fs::create_directories(tmp);
     torch::serialize::OutputArchive mine;
     mine.write("rng", rng_state());
     if (rank.model) {
@@ -134,38 +249,95 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
       rank.save_algorithm(algorithm);
       mine.write("algorithm", algorithm);
     }
-    mine.save_to((tmp / ("rank-" + std::to_string(get_rank()) + ".pt")).string());
-  }
-  if (leader) {
-    torch::serialize::OutputArchive model;
-    // Host copies: a checkpoint written on GPUs loads anywhere.
-    for (const auto& [name, t] : parameters) model.write(name, t.detach().cpu(), /*is_buffer=*/false);
-    for (const auto& [name, t] : buffers) model.write(name, t.detach().cpu(), /*is_buffer=*/true);
-    model.save_to((tmp / "model.pt").string());
-    for (size_t i = 0; i < optimizers.size(); ++i) {
-      torch::save(*optimizers[i], (tmp / ("optimizer-" + std::to_string(i) + ".pt")).string());
+    const fs::path rank_file = tmp / ("rank-" + std::to_string(get_rank()) + ".pt");
+    save_archive(mine, rank_file);
+    rank_sum = file_sum(rank_file);
+    if (leader) {
+      torch::serialize::OutputArchive model;
+      // Host copies: a checkpoint written on GPUs loads anywhere.
+      for (const auto& [name, t] : parameters) model.write(name, t.detach().cpu(), /*is_buffer=*/false);
+      for (const auto& [name, t] : buffers) model.write(name, t.detach().cpu(), /*is_buffer=*/true);
+      save_archive(model, tmp / "model.pt");
+      for (size_t i = 0; i < optimizers.size(); ++i) {
+        torch::serialize::OutputArchive opt;
+        optimizers[i]->save(opt);
+        save_archive(opt, tmp / ("optimizer-" + std::to_string(i) + ".pt"));
+      }
+      write_text(tmp / "recipe.resolved.yaml", resolved_recipe_yaml(recipe));
+      std::vector<std::string> names = {"model.pt", "recipe.resolved.yaml"};
+      for (size_t i = 0; i < optimizers.size(); ++i) names.push_back("optimizer-" + std::to_string(i) + ".pt");
+      for (const auto& name : names) {
+        files[name] = describe_sum(file_sum(tmp / name));
+      }
     }
-    write_text(tmp / "recipe.resolved.yaml", resolved_recipe_yaml(recipe));
-    nlohmann::json meta = {{"step", pos.step},
-                           {"epoch", pos.epoch},
-                           {"batch_in_epoch", pos.batch_in_epoch},
-                           {"world_size", group->size()},
-                           {"recipe", recipe.name},
-                           {"algorithm", recipe.algorithm.name},
-                           {"algorithm_kwargs", recipe.algorithm.kwargs},
-                           {"optimizers", optimizers.size()}};
-    if (!plan.is_null()) meta["data"] = plan;
-    for (const auto& entry : fs::directory_iterator(tmp)) fsync_path(entry.path());
-    write_text(tmp / "meta.json", meta.dump(2) + "\n");  // last: marks the checkpoint complete
-    fsync_path(tmp / "meta.json");
+  } catch (const std::exception& e) {
+    error = e.what();
   }
-  barrier(group);  // every rank's RNG file is in place
+  // Every rank's outcome and the size and CRC-32 of its own file.
+  at::Tensor mine = torch::tensor({static_cast<int64_t>(error.empty() ? 0 : 1), static_cast<int64_t>(rank_sum.bytes),
+                                   static_cast<int64_t>(rank_sum.crc)},
+                                  torch::kLong);
+  at::Tensor all = torch::zeros({world, 3}, torch::kLong);
+  allgather(mine, all, group);
+  auto fail = [&](const std::string& why) {
+    std::error_code ec;
+    if (leader) bagua::compat::remove_all(tmp, ec);  // frees what it took; the earlier checkpoints stay
+    auto kept = complete_checkpoints(dir);
+    throw Error("could not write checkpoint " + final_dir.string() + ": " + why + ". " +
+                (kept.empty() ? std::string("No earlier checkpoint exists.")
+                              : "The earlier checkpoints are kept (newest: " + kept.back().second.string() + ").") +
+                " Free space (or fix the directory) and run the same command to resume.");
+  };
+  for (int r = 0; r < world; ++r) {
+    if (all[r][0].item<int64_t>() == 0) continue;
+    std::string why = error;
+    broadcast_object(why, r, group);
+    fail("rank " + std::to_string(r) + ": " + why);
+  }
+  // Rank 0 lists every file with its checksum in meta.json, written last:
+  // its presence marks the checkpoint complete, its sums catch a torn one.
+  std::string leader_error;
   if (leader) {
-    bagua::compat::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
-    fsync_path(dir);
-    auto all = complete_checkpoints(dir);
-    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i) bagua::compat::remove_all(all[i].second);
+    try {
+      for (int r = 0; r < world; ++r) {
+        FileSum sum;
+        sum.bytes = static_cast<uint64_t>(all[r][1].item<int64_t>());
+        sum.crc = static_cast<uint32_t>(all[r][2].item<int64_t>());
+        files["rank-" + std::to_string(r) + ".pt"] = describe_sum(sum);
+      }
+      nlohmann::json meta = {{"step", pos.step},
+                             {"epoch", pos.epoch},
+                             {"batch_in_epoch", pos.batch_in_epoch},
+                             {"world_size", world},
+                             {"recipe", recipe.name},
+                             {"algorithm", recipe.algorithm.name},
+                             {"algorithm_kwargs", recipe.algorithm.kwargs},
+                             {"optimizers", optimizers.size()},
+                             {"files", files}};
+      if (!plan.is_null()) meta["data"] = plan;
+      write_text(tmp / "meta.json", meta.dump(2) + "\n");
+      fsync_path(tmp);
+      bagua::compat::remove_all(final_dir);
+      fs::rename(tmp, final_dir);
+      fsync_path(dir);
+    } catch (const std::exception& e) {
+      leader_error = e.what();
+    }
+  }
+  broadcast_object(leader_error, 0, group);
+  if (!leader_error.empty()) fail("rank 0: " + leader_error);
+  if (leader) {
+    // Only checkpoints up to this one count: newer ones (left by a run this
+    // one resumed behind, e.g. from an explicit older checkpoint) are never
+    // pruned.
+    std::vector<fs::path> older;
+    for (const auto& [step, path] : complete_checkpoints(dir)) {
+      if (step <= pos.step) older.push_back(path);
+    }
+    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < older.size(); ++i) {
+      std::error_code ec;
+      bagua::compat::remove_all(older[i], ec);
+    }
   }
   barrier(group);  // renamed: on machines without rank 0's filesystem, drop the local leftovers
   if (!leader && get_local_rank() == 0) {
@@ -174,11 +346,72 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
   }
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& dir) {
-  auto all = complete_checkpoints(dir);
-  if (all.empty()) return std::nullopt;
-  return all.back().second.string();
+namespace {
+
+// Why the checkpoint at `where` cannot be trusted, or "" when it can; its
+// meta.json's text in `meta_text`. Files meta.json lists must have their
+// size and CRC-32 (checkpoints from before the sums only need meta.json and
+// model.pt). A listed rank-R.pt may be missing: on machines that do not
+// share rank 0's filesystem only its own node's are there.
+std::string checkpoint_problem(const fs::path& where, std::string& meta_text) {
+  std::ifstream in(where / "meta.json");
+  if (!in) return "meta.json cannot be read";
+  std::stringstream text;
+  text << in.rdbuf();
+  meta_text = text.str();
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(meta_text);
+  } catch (const std::exception&) {
+    return "meta.json is not valid JSON (cut short?)";
+  }
+  for (const char* key : {"step", "epoch", "batch_in_epoch", "world_size", "optimizers"}) {
+    if (!meta.is_object() || !meta.contains(key) || !meta[key].is_number_integer()) {
+      return std::string("meta.json has no integer '") + key + "'";
+    }
+  }
+  if (!meta.contains("files")) return fs::exists(where / "model.pt") ? "" : "model.pt is missing";
+  if (!meta["files"].is_object()) return "meta.json's 'files' is not an object";
+  for (auto it = meta["files"].begin(); it != meta["files"].end(); ++it) {
+    const fs::path file = where / it.key();
+    if (!fs::exists(file)) {
+      if (it.key().rfind("rank-", 0) == 0) continue;
+      return it.key() + " is missing";
+    }
+    const auto& want = it.value();
+    FileSum got;
+    try {
+      got = file_sum(file);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    if (want.value("bytes", uint64_t{0}) != got.bytes) {
+      return it.key() + " has " + std::to_string(got.bytes) + " bytes, meta.json says " + want.value("bytes", nlohmann::json()).dump();
+    }
+    if (want.value("crc32", std::string()) != hex32(got.crc)) {
+      return it.key() + "'s CRC-32 is " + hex32(got.crc) + ", meta.json says " + want.value("crc32", std::string("?"));
+    }
+  }
+  return "";
 }
+
+// Partial checkpoints (.step-N.tmp) a run stopped while writing: no one
+// resumes from them, and this run holds the output directory's lock.
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  static const std::regex name("\\.step-[0-9]+\\.tmp");
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (std::regex_match(entry.path().filename().string(), name)) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) {
+    bagua::compat::remove_all(path, ec);
+    std::fprintf(stderr, "removed %s, a checkpoint a stopped run did not finish writing\n", path.c_str());
+  }
+}
+
+}  // namespace
 
 std::optional<Position> resume_checkpoint(const std::string& dir, const std::string& path,
                                           const std::vector<std::pair<std::string, at::Tensor>>& parameters,
@@ -186,29 +419,60 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
                                           const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                                           const ProcessGroupPtr& group, std::string* chosen,
                                           nlohmann::json* meta_out) {
-  std::string where, meta_text;
+  // Rank 0 picks a checkpoint that verifies and tells the others:
+  // {"where", "meta"} or {"error"}.
+  std::string decision = "{}";
   if (group->rank() == 0) {
+    nlohmann::json d = nlohmann::json::object();
+    remove_stale_temporaries(dir);
     if (!path.empty()) {
-      where = path;
-    } else if (auto latest = latest_checkpoint(dir)) {
-      where = *latest;
+      std::string meta_text;
+      std::string problem = checkpoint_problem(path, meta_text);
+      if (problem.empty()) {
+        d = {{"where", path}, {"meta", meta_text}};
+      } else {
+        d["error"] = "checkpoint " + path + " cannot be resumed: " + problem +
+                     ". Name another checkpoint in checkpoint.resume, or use auto to take the newest intact one";
+      }
+    } else {
+      auto all = complete_checkpoints(dir);
+      std::vector<std::pair<fs::path, std::string>> damaged;
+      for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        std::string meta_text;
+        std::string problem = checkpoint_problem(it->second, meta_text);
+        if (problem.empty()) {
+          d = {{"where", it->second.string()}, {"meta", meta_text}};
+          break;
+        }
+        damaged.emplace_back(it->second, problem);
+      }
+      if (!damaged.empty() && d.contains("where")) {
+        // Kept for inspection, out of the way of later resumes and pruning.
+        for (const auto& [bad, problem] : damaged) {
+          fs::path aside = bad;
+          aside += ".damaged";
+          std::error_code ec;
+          bagua::compat::remove_all(aside, ec);
+          fs::rename(bad, aside, ec);
+          std::fprintf(stderr, "WARNING: checkpoint %s is damaged (%s); moved it to %s and resuming from %s, the "
+                       "newest intact one\n", bad.c_str(), problem.c_str(), aside.c_str(),
+                       d["where"].get<std::string>().c_str());
+        }
+      } else if (!damaged.empty()) {
+        std::string list;
+        for (const auto& [bad, problem] : damaged) list += "\n  " + bad.string() + ": " + problem;
+        d["error"] = "no intact checkpoint to resume from in " + dir + ":" + list +
+                     "\nRestore them, or start afresh with --set checkpoint.resume=never (which moves them aside)";
+      }
     }
-    if (!where.empty()) {
-      std::ifstream in(fs::path(where) / "meta.json");
-      std::stringstream s;
-      s << in.rdbuf();
-      meta_text = s.str();
-      if (meta_text.empty()) where = "!" + where;  // tell the others it is unreadable
-    }
+    decision = d.dump();
   }
-  broadcast_object(where, 0, group);
-  if (where.empty()) return std::nullopt;
-  if (where[0] == '!') {
-    throw Error("checkpoint " + where.substr(1) + " has no readable meta.json; it is incomplete or not a "
-                "bagua checkpoint", true);
-  }
-  broadcast_object(meta_text, 0, group);
-  auto meta = nlohmann::json::parse(meta_text);
+  broadcast_object(decision, 0, group);
+  const nlohmann::json d = nlohmann::json::parse(decision);
+  if (d.contains("error")) throw Error(d["error"].get<std::string>(), true);
+  if (!d.contains("where")) return std::nullopt;
+  const std::string where = d["where"].get<std::string>();
+  auto meta = nlohmann::json::parse(d["meta"].get<std::string>());
   if (meta_out) *meta_out = meta;
   int64_t saved_world = meta.at("world_size").get<int64_t>();
   if (saved_world != group->size()) {

@@ -9,9 +9,12 @@
 //                        (per-rank algorithms, rank-local ignored parameters),
 //                        its parameters, buffers and optimizer states
 //   recipe.resolved.yaml the recipe that ran
+//   meta.json also lists every file with its size and CRC-32 ("files").
 // Written by all ranks into a hidden temporary directory that rank 0 renames
 // once complete, so a crash mid-write never leaves a corrupt latest
-// checkpoint; only the `keep` newest are kept.
+// checkpoint; every write is checked and synced, and a failed one fails the
+// save on every rank alike. Only the `keep` newest up to the one written
+// are kept; newer ones are never pruned. A resume verifies the files.
 #pragma once
 
 #include <bagua/communication.h>
@@ -55,6 +58,11 @@ nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples);
 // unless `allow` (checkpoint.allow_data_change), which only warns.
 void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow);
 
+// Writes a TorchScript module to `path` through a temporary file renamed
+// into place, every write checked: a full disk throws a bagua::Error naming
+// the file and leaves no partial model behind.
+void save_module(const torch::jit::Module& module, const std::string& path);
+
 // Collective over `group`: every rank calls it at the same step.
 void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
                      const NamedTensors& parameters, const NamedTensors& buffers,
@@ -69,11 +77,11 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                      const RankState& rank);
 
-// The newest complete checkpoint under `dir`, if any.
-std::optional<std::string> latest_checkpoint(const std::string& dir);
-
-// Collective. Rank 0 chooses the checkpoint (`path`, or the latest under
-// `dir` when path is empty and resume is auto) and tells the others. Rank 0
+// Collective. Rank 0 removes stale .step-N.tmp directories and chooses the
+// checkpoint (`path`, or the newest intact one under `dir` when path is
+// empty, renaming damaged newer ones to step-N.damaged with a warning) and
+// tells the others; a damaged `path`, or no intact one, throws a user
+// Error. Rank 0
 // loads the model and optimizer state (with_bagua then broadcasts them;
 // load_rank_state() then restores what is each rank's own). Returns the
 // position to continue from, or nothing when there is no checkpoint.

@@ -8,6 +8,7 @@
 
 #include "comm/c10d_compat.h"
 #include "train/checkpoint.h"
+#include "train/progress_reporter.h"
 #include "train/components.h"
 #include "train/run_log.h"
 
@@ -39,34 +40,41 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 extern "C" void request_stop(int) { g_stop_requested = true; }
 
-// A testing aid (docs/run.md): BAGUA_FAULT_AT_STEP=RANK:STEP makes that rank
-// kill itself with SIGKILL when it reaches that step, in the first attempt
-// of a run only (not after a max_restarts restart).
-void maybe_inject_fault(int rank, int64_t step) {
-  static const char* spec = std::getenv("BAGUA_FAULT_AT_STEP");
-  if (spec == nullptr) return;
-  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");  // fire in the first attempt only
-  if (restarts != nullptr && std::string(restarts) != "0") return;
-  int fault_rank = -1;
-  long long fault_step = -1;
-  if (std::sscanf(spec, "%d:%lld", &fault_rank, &fault_step) == 2 && fault_rank == rank && fault_step == step) {
-    std::fprintf(stderr, "BAGUA_FAULT_AT_STEP: rank %d kills itself at step %lld\n", rank, fault_step);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
+// Testing aids (docs/run.md): an environment variable VAR=RANK:STEP fires
+// when that rank reaches that step (0-based steps done before it); with
+// `first_attempt_only`, not after a max_restarts restart.
+bool hook_fires(const char* var, int rank, int64_t step, bool first_attempt_only) {
+  const char* spec = std::getenv(var);
+  if (spec == nullptr) return false;
+  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (first_attempt_only && restarts != nullptr && std::string(restarts) != "0") return false;
+  int at_rank = -1;
+  long long at_step = -1;
+  return std::sscanf(spec, "%d:%lld", &at_rank, &at_step) == 2 && at_rank == rank && at_step == step;
 }
 
-// Test hook: BAGUA_NAN_AT_STEP=RANK:STEP makes that rank's loss NaN at that
-// step (0-based steps done before it), so its gradients are NaN too.
+// BAGUA_FAULT_AT_STEP: that rank kills itself with SIGKILL.
+void maybe_inject_fault(int rank, int64_t step) {
+  if (!hook_fires("BAGUA_FAULT_AT_STEP", rank, step, true)) return;
+  std::fprintf(stderr, "BAGUA_FAULT_AT_STEP: rank %d kills itself at step %lld\n", rank, static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+// BAGUA_STOP_AT_STEP: that rank stops itself (SIGSTOP) in the forward pass,
+// a frozen worker for the stall watch.
+void maybe_inject_stop(int rank, int64_t step) {
+  if (!hook_fires("BAGUA_STOP_AT_STEP", rank, step, true)) return;
+  std::fprintf(stderr, "BAGUA_STOP_AT_STEP: rank %d stops itself (SIGSTOP) at step %lld\n", rank,
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGSTOP);
+}
+
+// BAGUA_NAN_AT_STEP: that rank's loss is NaN, so its gradients are too.
 at::Tensor maybe_inject_nan(int rank, int64_t step, const at::Tensor& loss) {
-  static const char* spec = std::getenv("BAGUA_NAN_AT_STEP");
-  if (spec == nullptr) return loss;
-  int nan_rank = -1;
-  long long nan_step = -1;
-  if (std::sscanf(spec, "%d:%lld", &nan_rank, &nan_step) == 2 && nan_rank == rank && nan_step == step) {
-    return loss * std::numeric_limits<float>::quiet_NaN();
-  }
-  return loss;
+  if (!hook_fires("BAGUA_NAN_AT_STEP", rank, step, false)) return loss;
+  return loss * std::numeric_limits<float>::quiet_NaN();
 }
 
 // The eval set as the model will see it: JSONL inputs are typed per file
@@ -264,8 +272,11 @@ class Worker {
   train::RankState rank_state();
   // Runs `fn` with every rank's weights replaced by the ranks' average (for
   // algorithms that keep one model per rank), then puts each rank's own
-  // back. Collective.
+  // back. For one-model algorithms, floating-point buffers (running
+  // statistics) become the ranks' average and stay so. Collective.
   void with_average_model(const std::function<void()>& fn);
+  void average_floating_buffers();
+  void average_in_place(const std::vector<at::Tensor>& tensors);
   // Background work of the algorithm (async averaging) stops around
   // evaluation and checkpoints. Collective.
   void side_work_begin() { ddp_->pause_background(); }
@@ -308,6 +319,11 @@ class Worker {
   double window_samples_ = 0, window_steps_ = 0;
   int64_t window_bytes_start_ = 0;
   std::chrono::steady_clock::time_point window_start_;
+  // Step and phase, for bagua run's stall watch.
+  std::unique_ptr<train::ProgressReporter> progress_;
+  void phase(train::Phase p) {
+    if (progress_) progress_->phase(p);
+  }
 };
 
 void Worker::setup() {
@@ -322,6 +338,7 @@ void Worker::setup() {
   if (!is_initialized()) init_process_group(init);
   rank_ = get_rank();
   world_ = get_world_size();
+  progress_ = std::make_unique<train::ProgressReporter>(rank_, world_);
   at::set_num_threads(recipe_.train.threads.value_or(default_threads()));
   out_dir_ = recipe_.output.dir;
   ckpt_dir_ = out_dir_ / "checkpoints";
@@ -404,11 +421,16 @@ train::RankState Worker::rank_state() {
 }
 
 void Worker::with_average_model(const std::function<void()>& fn) {
+  torch::NoGradGuard no_grad;
   if (algorithm_->traits.replicas_identical) {
+    // One model, but each rank's running statistics (BatchNorm's mean and
+    // variance) saw only its own batches: they become the ranks' average, for
+    // good, so evaluations and model.pt use the same statistics everywhere.
+    // (Training forwards use batch statistics, so this changes no step.)
+    average_floating_buffers();
     fn();
     return;
   }
-  torch::NoGradGuard no_grad;
   // Floating parameters and buffers, one flat average per dtype.
   std::vector<at::Tensor> tensors;
   for (const auto& [name, p] : params_) tensors.push_back(p);
@@ -417,6 +439,28 @@ void Worker::with_average_model(const std::function<void()>& fn) {
   }
   std::vector<at::Tensor> own;
   for (const auto& t : tensors) own.push_back(t.detach().clone());
+  average_in_place(tensors);
+  std::exception_ptr error;
+  try {
+    fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].detach().copy_(own[i]);
+  if (error) std::rethrow_exception(error);
+}
+
+void Worker::average_floating_buffers() {
+  if (world_ == 1) return;
+  std::vector<at::Tensor> floating;
+  for (const auto& [name, b] : buffers_) {
+    if (at::isFloatingType(b.scalar_type())) floating.push_back(b);
+  }
+  average_in_place(floating);
+}
+
+// Each tensor becomes the ranks' average: one flat allreduce per dtype.
+void Worker::average_in_place(const std::vector<at::Tensor>& tensors) {
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
   for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
   for (auto& [dtype, group] : by_dtype) {
@@ -430,14 +474,6 @@ void Worker::with_average_model(const std::function<void()>& fn) {
       offset += t.numel();
     }
   }
-  std::exception_ptr error;
-  try {
-    fn();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].detach().copy_(own[i]);
-  if (error) std::rethrow_exception(error);
 }
 
 // Steps per epoch and in all; the log; the first lines the user reads.
@@ -472,6 +508,7 @@ void Worker::plan() {
 // model.pt of the checkpoint holds the one model (the average, for per-rank
 // algorithms); each rank's file holds its own.
 void Worker::save(const train::Position& at) {
+  phase(train::Phase::kCheckpoint);
   check_gpu_nonfinite();
   side_work_begin();
   train::RankState rank = rank_state();
@@ -480,7 +517,7 @@ void Worker::save(const train::Position& at) {
     for (const auto& [name, b] : buffers_) rank.buffers.emplace_back(name, b.detach().clone());
   }
   with_average_model([&] {
-    train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, default_group(),
+    train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, control_,
                            recipe_.checkpoint.keep, rank, train::data_plan(recipe_, train_data_->size()));
   });
   side_work_end();
@@ -490,6 +527,7 @@ void Worker::save(const train::Position& at) {
 // per-rank algorithms.
 void Worker::evaluate(int64_t epoch) {
   if (!eval_data_) return;
+  phase(train::Phase::kEvaluation);
   check_gpu_nonfinite();
   side_work_begin();
   last_eval_step_ = pos_.step;
@@ -683,7 +721,6 @@ void Worker::loop() {
   window_loss_sum_ = torch::zeros({}, at::TensorOptions().dtype(torch::kDouble).device(device_));
   window_start_ = std::chrono::steady_clock::now();
   window_bytes_start_ = ddp_->bytes_sent();
-  const auto& ss = recipe_.data.sampler;
   const int64_t batch = recipe_.data.batch_size;
   bool done = pos_.step >= total_;
   for (int64_t epoch = pos_.epoch; !done && epoch < recipe_.train.epochs; ++epoch) {
@@ -692,6 +729,8 @@ void Worker::loop() {
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
     for (; b < static_cast<int64_t>(batches.size()) && pos_.step < total_; ++b) {
       maybe_inject_fault(rank_, pos_.step);
+      progress_->step(pos_.step);
+      phase(train::Phase::kCoordination);
       if (stop_requested_by_any_rank()) {
         pos_.epoch = epoch;
         pos_.batch_in_epoch = b;
@@ -701,22 +740,29 @@ void Worker::loop() {
         outcome_.stopped = true;
         return;
       }
+      phase(train::Phase::kData);
       Batch data_batch = to_device(train_data_->get_batch(batches[b]), device_);
       for (size_t i = 0; i < built_.optimizers.size(); ++i) {
         train::set_lr(*built_.optimizers[i],
                       train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], pos_.step, total_));
       }
       ddp_->zero_grad();
+      phase(train::Phase::kForward);
+      maybe_inject_stop(rank_, pos_.step);
       at::Tensor loss = recipe_.model.loss == Loss::kModel
                             ? forward_output(module_, ddp_.get(), {data_batch.input, data_batch.target})
                             : train::compute_loss(recipe_.model.loss,
                                                   forward_output(module_, ddp_.get(), {data_batch.input}),
                                                   data_batch.target);
       loss = maybe_inject_nan(rank_, pos_.step, loss);
+      phase(train::Phase::kBackward);
       loss.backward();
+      phase(train::Phase::kOptimizer);
       const bool skip = nonfinite_step(loss, epoch, b, batches[b]);  // throws under on_nonfinite: stop
       if (!skip) ddp_->step();
       ++pos_.step;
+      progress_->step(pos_.step);
+      phase(train::Phase::kCoordination);
       if (!skip) window_loss_sum_.add_(loss.detach().to(torch::kDouble));
       record_step(epoch, static_cast<int64_t>(batches[b].size()));
       const bool epoch_ends = b + 1 == static_cast<int64_t>(batches.size());
@@ -743,6 +789,7 @@ void Worker::loop() {
 }
 
 void Worker::finish() {
+  phase(train::Phase::kFinishing);
   check_gpu_nonfinite();
   finishing_ = true;
   side_work_begin();  // async: the weights stop moving before they are checked and saved
@@ -782,12 +829,12 @@ void Worker::finish() {
     with_average_model([&] {
       if (rank_ != 0) return;
       if (device_.is_cpu()) {
-        module_.save((out_dir_ / "model.pt").string());
+        train::save_module(module_, (out_dir_ / "model.pt").string());
       } else {
         // A host copy, so model.pt loads on machines without a GPU too.
         torch::jit::Module host = module_.clone();
         host.to(torch::kCPU);
-        host.save((out_dir_ / "model.pt").string());
+        train::save_module(host, (out_dir_ / "model.pt").string());
       }
       log_->say("done: " + std::to_string(pos_.step) + " steps; model in " + (out_dir_ / "model.pt").string());
     });

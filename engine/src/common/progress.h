@@ -1,0 +1,46 @@
+// What workers tell their launcher about their progress, through the
+// rendezvous store (under the attempt's prefix): one key per rank, rewritten
+// every second by the worker's reporter thread, read by the launchers'
+// progress watch (launch/progress_monitor.h).
+//
+//   bagua/progress/<rank>  "<beat> <step> <phase>": beat counts the reports
+//                          (a frozen process stops counting), step the
+//                          optimizer steps done, phase what it is doing
+//   bagua/failure/<node>   "<text>": a launcher whose worker failed tells
+//                          the other nodes' launchers
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace bagua::progress {
+
+inline std::string rank_key(int rank) { return "bagua/progress/" + std::to_string(rank); }
+inline std::string failure_key(int node) { return "bagua/failure/" + std::to_string(node); }
+// The phase a worker reports once it is done: it stops reporting, on purpose.
+inline const char* const kExitedPhase = "exited";
+
+struct Report {
+  int64_t beat = 0;
+  int64_t step = 0;
+  std::string phase;
+};
+
+inline std::vector<uint8_t> encode(const Report& r) {
+  std::string text = std::to_string(r.beat) + " " + std::to_string(r.step) + " " + r.phase;
+  return {text.begin(), text.end()};
+}
+
+inline std::optional<Report> decode(const std::vector<uint8_t>& bytes) {
+  std::istringstream in(std::string(bytes.begin(), bytes.end()));
+  Report r;
+  if (!(in >> r.beat >> r.step)) return std::nullopt;
+  std::getline(in >> std::ws, r.phase);
+  return r;
+}
+
+}  // namespace bagua::progress
