@@ -38,14 +38,18 @@ bool is_gzip(const std::vector<char>& bytes) {
 // Inflates a gzip file (one or more members).
 std::vector<char> gunzip(const std::vector<char>& in, const std::string& path) {
   std::vector<char> out;
-  // The trailer's ISIZE (size mod 2^32, little-endian) is a good first guess.
+  // The trailer's ISIZE (size mod 2^32, little-endian) is a good first guess,
+  // when it is one: in a truncated or corrupt file those 4 bytes are anything
+  // (a cut file of 260 bytes asked for 4 GiB), so a guess beyond what
+  // deflate can inflate that much input to (at most 1032:1) is ignored.
   if (in.size() >= 18) {
     size_t n = in.size();
     uint32_t isize = static_cast<uint32_t>(static_cast<unsigned char>(in[n - 4])) |
                      (static_cast<uint32_t>(static_cast<unsigned char>(in[n - 3])) << 8) |
                      (static_cast<uint32_t>(static_cast<unsigned char>(in[n - 2])) << 16) |
                      (static_cast<uint32_t>(static_cast<unsigned char>(in[n - 1])) << 24);
-    out.reserve(isize);
+    constexpr uint64_t kMaxDeflateRatio = 1032;
+    if (isize <= kMaxDeflateRatio * static_cast<uint64_t>(n)) out.reserve(isize);
   }
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw Error("zlib: inflateInit2 failed");

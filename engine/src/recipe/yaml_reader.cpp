@@ -256,6 +256,11 @@ json resolve_plain_scalar(const std::string& text) {
   if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") return nullptr;
   if (text == "true" || text == "True" || text == "TRUE") return true;
   if (text == "false" || text == "False" || text == "FALSE") return false;
+  // Every number starts with a digit, a sign or a point; the regexes below
+  // are slow (std::regex), and a file of aliases makes up to kMaxValues
+  // scalars, so words skip them.
+  const char first = text[0];
+  if (!((first >= '0' && first <= '9') || first == '-' || first == '+' || first == '.')) return text;
   try {
     if (std::regex_match(text, kInt)) return std::stoll(text);
     if (std::regex_match(text, kHex)) return std::stoll(text.substr(2), nullptr, 16);
