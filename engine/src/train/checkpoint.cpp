@@ -34,58 +34,74 @@ std::string step_name(int64_t step) {
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-// Writes `text` to `path` and makes it durable; every step checked (a full
-// disk shows at write, fsync or close, depending on the filesystem).
-void write_text(const fs::path& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot create " + path.string() + ": " + errno_text(errno));
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw Error("cannot write " + path.string() + ": " + errno_text(e));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw Error("cannot write " + path.string() + " to disk: " + errno_text(e));
-  }
-  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + errno_text(errno));
-}
+// Size and CRC-32 (zlib's, as Python's zlib.crc32) of a file.
+struct FileSum {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+};
 
-// Writes a LibTorch archive to `path` and makes it durable. LibTorch's own
-// file writer aborts the process on a full disk (its destructor throws while
-// unwinding), so the bytes come through this function's writer, which
-// remembers the first error and lets the archive finish.
-void save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot create " + path.string() + ": " + errno_text(errno));
-  int error = 0;
-  archive.save_to([&](const void* data, size_t n) -> size_t {
+// A file written and made durable with every step checked (a full disk
+// shows at write, fsync or close, depending on the filesystem); its size
+// and CRC-32 are summed as the bytes go out, so nothing is read back.
+// The first error is remembered and write() keeps accepting bytes, so a
+// producer that cannot unwind mid-stream (LibTorch's archive writer) can
+// finish; finish() then throws it.
+class CheckedFile {
+ public:
+  explicit CheckedFile(const fs::path& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error("cannot create " + path.string() + ": " + errno_text(errno));
+  }
+  ~CheckedFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const void* data, size_t n) {
+    crc_ = ::crc32(crc_, static_cast<const Bytef*>(data), static_cast<uInt>(n));
+    sum_.bytes += n;
     const char* p = static_cast<const char*>(data);
-    size_t left = n;
-    while (error == 0 && left > 0) {
-      ssize_t w = ::write(fd, p, left);
+    while (error_ == 0 && n > 0) {
+      ssize_t w = ::write(fd_, p, n);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) {
-        error = errno;
+        error_ = errno;
         break;
       }
       p += w;
-      left -= static_cast<size_t>(w);
+      n -= static_cast<size_t>(w);
     }
+  }
+  FileSum finish() {
+    if (error_ == 0 && ::fsync(fd_) != 0) error_ = errno;
+    if (::close(fd_) != 0 && error_ == 0) error_ = errno;
+    fd_ = -1;
+    if (error_ != 0) throw Error("cannot write " + path_.string() + ": " + errno_text(error_));
+    sum_.crc = static_cast<uint32_t>(crc_);
+    return sum_;
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+  int error_ = 0;
+  uLong crc_ = ::crc32(0L, Z_NULL, 0);
+  FileSum sum_;
+};
+
+FileSum write_text(const fs::path& path, const std::string& text) {
+  CheckedFile file(path);
+  file.write(text.data(), text.size());
+  return file.finish();
+}
+
+// LibTorch's own file writer aborts the process on a full disk (its
+// destructor throws while unwinding), so archives go through CheckedFile.
+FileSum save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+  CheckedFile file(path);
+  archive.save_to([&](const void* data, size_t n) -> size_t {
+    file.write(data, n);
     return n;
   });
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) throw Error("cannot write " + path.string() + ": " + errno_text(error));
+  return file.finish();
 }
 
 void fsync_path(const fs::path& path) {
@@ -96,12 +112,7 @@ void fsync_path(const fs::path& path) {
   }
 }
 
-// Size and CRC-32 (zlib's, as Python's zlib.crc32) of a file.
-struct FileSum {
-  uint64_t bytes = 0;
-  uint32_t crc = 0;
-};
-
+// A file's size and CRC-32, read back (a resume verifying a checkpoint).
 FileSum file_sum(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot read " + path.string() + ": " + errno_text(errno));
@@ -250,25 +261,20 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
       mine.write("algorithm", algorithm);
     }
     const fs::path rank_file = tmp / ("rank-" + std::to_string(get_rank()) + ".pt");
-    save_archive(mine, rank_file);
-    rank_sum = file_sum(rank_file);
+    rank_sum = save_archive(mine, rank_file);
     if (leader) {
       torch::serialize::OutputArchive model;
       // Host copies: a checkpoint written on GPUs loads anywhere.
       for (const auto& [name, t] : parameters) model.write(name, t.detach().cpu(), /*is_buffer=*/false);
       for (const auto& [name, t] : buffers) model.write(name, t.detach().cpu(), /*is_buffer=*/true);
-      save_archive(model, tmp / "model.pt");
+      files["model.pt"] = describe_sum(save_archive(model, tmp / "model.pt"));
       for (size_t i = 0; i < optimizers.size(); ++i) {
         torch::serialize::OutputArchive opt;
         optimizers[i]->save(opt);
-        save_archive(opt, tmp / ("optimizer-" + std::to_string(i) + ".pt"));
+        const std::string name = "optimizer-" + std::to_string(i) + ".pt";
+        files[name] = describe_sum(save_archive(opt, tmp / name));
       }
-      write_text(tmp / "recipe.resolved.yaml", resolved_recipe_yaml(recipe));
-      std::vector<std::string> names = {"model.pt", "recipe.resolved.yaml"};
-      for (size_t i = 0; i < optimizers.size(); ++i) names.push_back("optimizer-" + std::to_string(i) + ".pt");
-      for (const auto& name : names) {
-        files[name] = describe_sum(file_sum(tmp / name));
-      }
+      files["recipe.resolved.yaml"] = describe_sum(write_text(tmp / "recipe.resolved.yaml", resolved_recipe_yaml(recipe)));
     }
   } catch (const std::exception& e) {
     error = e.what();
