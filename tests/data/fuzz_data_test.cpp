@@ -4,8 +4,10 @@
 // file; never a crash, another exception, or a hang (each case bounded).
 // Deterministic (fixed seed); BAGUA_FUZZ_CASES raises the count locally.
 #include "data/data_test_support.h"
+#include "support/bounded.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -136,30 +138,23 @@ TEST(DataFuzz, CorruptedFilesLoadOrFailNamingTheFile) {
       const auto& [name, bytes] = subject.files[f];
       testing::write_file((dir / name).string(), f == victim ? corrupt(bytes, rng, kind) : bytes);
     }
-    const std::string victim_name = subject.files[victim].first;
     const std::string what = "case " + std::to_string(c) + " (" + kind + " of " + subject.name + ")";
-    auto promise = std::make_shared<std::promise<std::string>>();
-    std::future<std::string> outcome = promise->get_future();
     DataSource source = subject.source(dir.string());
-    std::thread([promise, source, target = subject.target, victim_name] {
-      try {
-        auto data = load_dataset(source, target);
-        promise->set_value(data->size() > 0 ? "loaded" : "an empty data set without an error");
-      } catch (const DataError& e) {
-        // The message starts with the file (the corrupted one or its pair).
-        const std::string m = e.what();
-        promise->set_value(m.find(".csv") != std::string::npos || m.find(".jsonl") != std::string::npos ||
-                                   m.find(".idx") != std::string::npos
-                               ? "refused"
-                               : "a DataError naming no file: " + m);
-      } catch (const std::exception& e) {
-        promise->set_value(std::string("another exception: ") + e.what());
-      }
-    }).detach();
-    if (outcome.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      FAIL() << what << " did not finish within 10 s";
-    }
-    const std::string result = outcome.get();
+    const std::string result = testing::run_bounded(
+        [source, target = subject.target]() -> std::string {
+          try {
+            auto data = load_dataset(source, target);
+            return data->size() > 0 ? "loaded" : "an empty data set without an error";
+          } catch (const DataError& e) {
+            // The message starts with the file (the corrupted one or its pair).
+            const std::string m = e.what();
+            return m.find(".csv") != std::string::npos || m.find(".jsonl") != std::string::npos ||
+                           m.find(".idx") != std::string::npos
+                       ? "refused"
+                       : "a DataError naming no file: " + m;
+          }
+        },
+        std::chrono::seconds(10), what);
     if (result == "loaded") {
       ++loaded;
     } else if (result == "refused") {
