@@ -33,19 +33,25 @@ struct RunOutcome {
   std::string output;
 };
 
-// Runs `bagua run` with the given arguments (and environment prefix) and
-// collects its exit code and everything it printed.
-inline RunOutcome bagua_run(const std::string& args, const std::string& env = "") {
+// Runs `bagua SUBCOMMAND` with the given arguments (and environment
+// prefix), stdin from /dev/null, and collects its exit code and everything
+// it printed.
+inline RunOutcome bagua_command(const std::string& subcommand, const std::string& args, const std::string& env = "") {
   static int calls = 0;
   fs::path out = fs::temp_directory_path() /
-                 ("bagua-run-" + std::to_string(getpid()) + "-" + std::to_string(calls++) + ".out");
-  std::string cmd = env + " " + BAGUA_CLI + " run " + args + " > " + out.string() + " 2>&1";
+                 ("bagua-" + subcommand + "-" + std::to_string(getpid()) + "-" + std::to_string(calls++) + ".out");
+  std::string cmd = env + " " + BAGUA_CLI + " " + subcommand + " " + args + " > " + out.string() + " 2>&1 < /dev/null";
   int status = std::system(cmd.c_str());
   RunOutcome r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.output = read_file(out);
   fs::remove(out);
   return r;
+}
+
+// `bagua run ARGS`.
+inline RunOutcome bagua_run(const std::string& args, const std::string& env = "") {
+  return bagua_command("run", args, env);
 }
 
 // The parameters of a saved TorchScript model, in order.

@@ -1,0 +1,539 @@
+// run_bench_worker(): the measuring loop of `bagua bench` (bagua/bench.h).
+#include <bagua/algorithms/registry.h>
+#include <bagua/bench.h>
+#include <bagua/communication.h>
+#include <bagua/data.h>
+#include <bagua/distributed.h>
+#include <bagua/errors.h>
+#include <bagua/recipe.h>
+
+#include "comm/c10d_compat.h"
+#include "train/components.h"
+
+#include <dirent.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/cuda.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bagua {
+
+nlohmann::json BenchSpec::to_json() const {
+  return {{"recipe", recipe},         {"overrides", overrides},   {"algorithms", algorithms},
+          {"steps", steps},           {"warmup", warmup},         {"rounds", rounds},
+          {"params", params},         {"batch_size", batch_size}, {"straggler_rank", straggler_rank},
+          {"straggler_factor", straggler_factor},                 {"progress_tty", progress_tty}};
+}
+
+BenchSpec BenchSpec::from_json(const nlohmann::json& j) {
+  BenchSpec s;
+  s.recipe = j.at("recipe").get<std::string>();
+  s.overrides = j.at("overrides").get<std::vector<std::string>>();
+  s.algorithms = j.at("algorithms").get<std::vector<std::string>>();
+  s.steps = j.at("steps").get<int64_t>();
+  s.warmup = j.at("warmup").get<int64_t>();
+  s.rounds = j.at("rounds").get<int64_t>();
+  s.params = j.at("params").get<int64_t>();
+  s.batch_size = j.at("batch_size").get<int64_t>();
+  s.straggler_rank = j.at("straggler_rank").get<int>();
+  s.straggler_factor = j.at("straggler_factor").get<double>();
+  s.progress_tty = j.at("progress_tty").get<bool>();
+  return s;
+}
+
+int64_t parse_count(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string suffix = used > 0 ? text.substr(used) : "";
+  double scale = 1;
+  if (suffix == "k" || suffix == "K") scale = 1e3;
+  else if (suffix == "m" || suffix == "M") scale = 1e6;
+  else if (suffix == "g" || suffix == "G") scale = 1e9;
+  else if (!suffix.empty()) used = 0;
+  const double n = value * scale;
+  if (used == 0 || !std::isfinite(n) || n < 1 || n > 1e11) {
+    throw InvalidArgument("expected a count such as 25M, 300k or 12345 (1 to 100G), got '" + text + "'");
+  }
+  return static_cast<int64_t>(std::llround(n));
+}
+
+WireBytes tcp_bytes_of_this_process() {
+  WireBytes total;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return total;
+  while (dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    // Fails (ENOTSOCK, EOPNOTSUPP) for everything but TCP sockets.
+    if (::getsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
+    if (len < offsetof(tcp_info, tcpi_bytes_received) + sizeof(info.tcpi_bytes_received)) continue;
+    total.sent += static_cast<int64_t>(info.tcpi_bytes_acked);
+    total.received += static_cast<int64_t>(info.tcpi_bytes_received);
+  }
+  ::closedir(dir);
+  return total;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The synthetic model: an MLP in -> h -> h -> h -> classes (tanh between: no unit dies, so QAdam's frozen second moment has no zeros),
+// h chosen so the parameters come to about `params`, as a TorchScript
+// module made in memory (nothing to export or ship).
+struct Synthetic {
+  static constexpr int64_t kInputs = 256, kClasses = 10;
+  torch::jit::Module module{"BenchMLP"};
+  int64_t hidden = 0;
+};
+
+Synthetic make_synthetic(int64_t params, uint64_t seed) {
+  Synthetic s;
+  // params = in*h + h + 2*(h*h + h) + h*c + c  ->  2h^2 + (in + c + 3)h + c
+  const double a = 2, b = Synthetic::kInputs + Synthetic::kClasses + 3;
+  const double h = (-b + std::sqrt(b * b + 4 * a * std::max<double>(0, static_cast<double>(params) - 10))) / (2 * a);
+  s.hidden = std::max<int64_t>(1, std::llround(h));
+  torch::manual_seed(seed);
+  const std::vector<int64_t> sizes = {Synthetic::kInputs, s.hidden, s.hidden, s.hidden, Synthetic::kClasses};
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(sizes[i]));
+    s.module.register_parameter("w" + std::to_string(i), torch::empty({sizes[i + 1], sizes[i]}).uniform_(-bound, bound).requires_grad_(),
+                                false);
+    s.module.register_parameter("b" + std::to_string(i), torch::empty({sizes[i + 1]}).uniform_(-bound, bound).requires_grad_(), false);
+  }
+  s.module.define(R"(
+def forward(self, x):
+    x = torch.tanh(torch.addmm(self.b0, x, self.w0.t()))
+    x = torch.tanh(torch.addmm(self.b1, x, self.w1.t()))
+    x = torch.tanh(torch.addmm(self.b2, x, self.w2.t()))
+    return torch.addmm(self.b3, x, self.w3.t())
+)");
+  return s;
+}
+
+// Learnable random data: labels from a fixed random linear "teacher", the
+// same on every rank; inputs differ per rank.
+std::vector<Batch> synthetic_batches(int64_t count, int64_t batch, int rank) {
+  torch::manual_seed(12345);
+  at::Tensor teacher = torch::randn({Synthetic::kInputs, Synthetic::kClasses});
+  torch::manual_seed(1000 + rank);
+  std::vector<Batch> out;
+  for (int64_t i = 0; i < count; ++i) {
+    at::Tensor x = torch::randn({batch, Synthetic::kInputs});
+    out.push_back({x, x.matmul(teacher).argmax(1)});
+  }
+  return out;
+}
+
+// One thing measured: the local compute reference or an algorithm.
+struct Contender {
+  explicit Contender(std::string n) : name(std::move(n)) {}
+  std::string name;  // "local" or a registry name
+  nlohmann::json kwargs = nlohmann::json::object();
+  torch::jit::Module module;
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  std::vector<OptimizerPtr> optimizers;
+  std::shared_ptr<BaguaModule> ddp;  // null for local
+  bool background = false;           // has background work to pause between rounds
+  size_t cursor = 0;                 // next batch
+  std::vector<double> step_seconds;  // measured steps
+  int64_t counted_bytes = 0;  // ProcessGroup counter over measured steps
+  int64_t rounds_communicated = 0;  // rounds in which it sent at least 1% of the weights' bytes
+  WireBytes wire;             // TCP over measured rounds
+  double first_loss = NAN;    // first warm-up step
+  std::vector<double> last_losses;  // the last round's
+  // Synchronous algorithms: the ranks agree every step that the loss is
+  // finite (async ranks cannot wait for each other).
+  bool agreed_check = false;
+  bool diverged = false;  // a non-finite loss on some rank: no more steps
+};
+
+class BenchWorker {
+ public:
+  explicit BenchWorker(const BenchSpec& spec) : spec_(spec) {}
+  nlohmann::json run();
+
+ private:
+  void setup();
+  void build(Contender& c);
+  double step(Contender& c, bool measured);
+  void progress(const std::string& what);
+
+  const BenchSpec& spec_;
+  std::optional<Recipe> recipe_;
+  int rank_ = 0, world_ = 1, nodes_ = 1;
+  at::Device device_{at::kCPU};
+  torch::jit::Module base_;
+  int64_t params_count_ = 0;
+  int64_t batch_ = 0;
+  std::vector<Batch> batches_;
+  std::string model_description_;
+  ProcessGroupPtr control_;
+  std::vector<Contender> contenders_;
+  double straggler_sleep_ = 0;  // seconds added to every step of this rank
+  int64_t units_done_ = 0, units_total_ = 0;
+  FILE* tty_ = nullptr;
+};
+
+void BenchWorker::setup() {
+  if (!spec_.recipe.empty()) {
+    RecipeLoadOptions lo;
+    lo.check_files = false;  // the launcher checked them
+    recipe_ = load_recipe(spec_.recipe, spec_.overrides, lo);
+  }
+  InitOptions init;
+  const Device wanted = recipe_ ? recipe_->train.device : Device::kAuto;
+  const char* lr = std::getenv("LOCAL_RANK");
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (wanted != Device::kCpu && gpus > 0) {
+    const int index = (lr ? std::atoi(lr) : 0) % gpus;
+    comm::set_cuda_device(index);
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+  } else if (wanted == Device::kCuda) {
+    throw Error("train.device is cuda, but no GPU is visible here", true);
+  }
+  init.backend = device_.is_cpu() ? "gloo" : "auto";
+  if (recipe_) init.timeout = std::chrono::seconds(recipe_->distributed.timeout_s);
+  if (!is_initialized()) init_process_group(init);
+  rank_ = get_rank();
+  world_ = get_world_size();
+  nodes_ = std::max(1, world_ / std::max(1, get_local_size()));
+  control_ = default_group()->duplicate("gloo");
+  control_->set_verify_collectives(false);
+  if (spec_.progress_tty && rank_ == 0) tty_ = std::fopen("/dev/tty", "w");
+
+  if (recipe_) {
+    if (recipe_->train.threads) at::set_num_threads(*recipe_->train.threads);
+    base_ = torch::jit::load(recipe_->model.torchscript);
+    batch_ = recipe_->data.batch_size;
+    auto data = load_dataset(recipe_->data.train, target_kind_for(recipe_->model.loss));
+    DistributedSampler sampler(data->size(), world_, rank_, recipe_->data.sampler.shuffle, recipe_->data.sampler.seed,
+                               recipe_->data.sampler.drop_last);
+    auto all = make_batches(sampler.indices(), batch_, /*drop_last=*/true);
+    if (all.empty()) throw Error("the training data has fewer samples per worker than one batch", true);
+    // A pool of full batches, cycled: data loading stays out of the figures.
+    for (size_t i = 0; i < all.size() && i < 64; ++i) batches_.push_back(data->get_batch(all[i]));
+    model_description_ = recipe_->model.torchscript;
+  } else {
+    Synthetic s = make_synthetic(spec_.params, 0);
+    base_ = s.module;
+    batch_ = spec_.batch_size;
+    batches_ = synthetic_batches(64, batch_, rank_);
+    model_description_ = "synthetic MLP " + std::to_string(Synthetic::kInputs) + "-" + std::to_string(s.hidden) + "-" +
+                         std::to_string(s.hidden) + "-" + std::to_string(s.hidden) + "-" +
+                         std::to_string(Synthetic::kClasses);
+  }
+  for (auto& b : batches_) {
+    b.input = b.input.to(device_);
+    if (b.target.defined()) b.target = b.target.to(device_);
+  }
+  base_.to(device_);
+  base_.train();
+  for (const auto& p : base_.named_parameters(true)) {
+    if (p.value.requires_grad()) params_count_ += p.value.numel();
+  }
+}
+
+// QAdam freezes its second moment after its warm-up: estimated over a
+// handful of steps it holds near-zeros that blow compressed momentum up. Its
+// unmeasured warm-up is at least 20 steps.
+int64_t qadam_warmup(int64_t warmup) { return std::max<int64_t>(warmup, 20); }
+
+// The optimizers a contender trains with: the recipe's (or SGD with
+// momentum for the synthetic model); qadam gets a QAdam optimizer whose
+// warm-up ends with the bench's, so its measured steps are compressed ones;
+// the others swap a recipe's qadam optimizer for Adam with the same
+// hyperparameters.
+std::vector<OptimizerSpec> optimizer_specs(const std::optional<Recipe>& recipe, const AlgorithmDescriptor* algorithm,
+                                           int64_t warmup) {
+  std::vector<OptimizerSpec> specs;
+  if (recipe) {
+    specs = recipe->optimizers;
+  } else {
+    OptimizerSpec sgd;
+    sgd.type = OptimizerType::kSgd;
+    sgd.lr = 0.05;
+    sgd.momentum = 0.9;
+    specs.push_back(sgd);
+  }
+  if (algorithm != nullptr && algorithm->traits.needs_qadam_optimizer) {
+    OptimizerSpec q = specs.front();
+    q.type = OptimizerType::kQAdam;
+    q.params = {"*"};
+    if (recipe == std::nullopt || recipe->optimizers.front().type != OptimizerType::kQAdam) q.lr = 0.001;
+    // Its switch to compressed momentum (a reset of the buckets) comes at
+    // the forward after its warmup_steps-th step: inside the bench's warm-up.
+    q.warmup_steps = std::max<int64_t>(1, qadam_warmup(warmup) - 1);
+    return {q};
+  }
+  for (auto& s : specs) {
+    if (s.type == OptimizerType::kQAdam) s.type = OptimizerType::kAdam;
+  }
+  return specs;
+}
+
+void BenchWorker::build(Contender& c) {
+  {
+    // A deep copy; without grad mode, so the copies are leaves again.
+    torch::NoGradGuard no_grad;
+    c.module = base_.clone();
+  }
+  c.module.train();
+  auto base_params = base_.named_parameters(true).begin();
+  for (const auto& p : c.module.named_parameters(true)) {
+    p.value.requires_grad_((*base_params).value.requires_grad());
+    ++base_params;
+    c.params.emplace_back(p.name, p.value);
+  }
+  const AlgorithmDescriptor* algorithm = c.name == "local" ? nullptr : find_algorithm(c.name);
+  auto built = train::build_optimizers(optimizer_specs(recipe_, algorithm, spec_.warmup), c.params);
+  c.optimizers = built.optimizers;
+  if (algorithm == nullptr) return;
+  if (recipe_ && recipe_->algorithm.name == c.name) {
+    c.kwargs = recipe_->algorithm.kwargs;
+  } else if (algorithm->traits.supports_hierarchical && nodes_ == 1) {
+    // On one node a hierarchical algorithm is its intra-node full-precision
+    // step alone; measure what it does between workers instead.
+    c.kwargs["hierarchical"] = false;
+  }
+  WithBaguaOptions wopts;
+  if (recipe_) {
+    wopts.do_flatten = recipe_->algorithm.flatten;
+    wopts.bucket_bytes = recipe_->algorithm.bucket_size;
+    wopts.parameters_to_ignore = recipe_->model.ignore_params;
+  }
+  AlgorithmBuildContext context;
+  context.optimizers = c.optimizers;
+  c.ddp = with_bagua(c.module, c.optimizers, make_algorithm(c.name, c.kwargs, context), wopts);
+  c.background = !algorithm->traits.synchronous;
+  c.agreed_check = algorithm->traits.synchronous;
+  if (c.background) c.ddp->pause_background();
+}
+
+// One training step of `c`; returns its seconds.
+double BenchWorker::step(Contender& c, bool measured) {
+  const Batch& b = batches_[c.cursor++ % batches_.size()];
+  const auto start = Clock::now();
+  double excluded = 0;
+  for (auto& o : c.optimizers) o->zero_grad();
+  std::vector<c10::IValue> inputs{b.input};
+  const bool model_loss = recipe_ && recipe_->model.loss == Loss::kModel;
+  if (model_loss) inputs.push_back(b.target);
+  c10::IValue out = c.ddp ? c.ddp->forward(c.module, inputs) : c.module.forward(inputs);
+  if (!out.isTensor()) throw Error("the model's forward must return one tensor", true);
+  at::Tensor loss = model_loss ? out.toTensor()
+                               : train::compute_loss(recipe_ ? recipe_->model.loss : Loss::kCrossEntropy,
+                                                     out.toTensor(), b.target);
+  if (c.agreed_check) {
+    // Before anything of this step is communicated: a non-finite loss on
+    // any rank ends this contender on every rank alike (a diverged
+    // algorithm is a result, not a crash). Its time is not the step's.
+    const auto check_start = Clock::now();
+    at::Tensor bad = torch::tensor({std::isfinite(loss.item<double>()) ? 0.0 : 1.0}, torch::kDouble);
+    allreduce(bad, ReduceOp::MAX, control_);
+    excluded += seconds_since(check_start);
+    if (bad.item<double>() > 0) {
+      c.diverged = true;
+      return seconds_since(start) - excluded;
+    }
+  }
+  if (straggler_sleep_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggler_sleep_));
+  loss.backward();
+  if (c.ddp) {
+    c.ddp->step();
+  } else {
+    for (auto& o : c.optimizers) o->step();
+  }
+  const double value = loss.item<double>();  // also waits for a GPU's stream
+  const double seconds = seconds_since(start) - excluded;
+  if (std::isnan(c.first_loss)) c.first_loss = value;
+  if (measured) c.last_losses.push_back(value);
+  return seconds;
+}
+
+void BenchWorker::progress(const std::string& what) {
+  if (rank_ != 0) return;
+  ++units_done_;
+  const int width = 30;
+  const int filled = static_cast<int>(width * units_done_ / std::max<int64_t>(1, units_total_));
+  std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+  if (tty_ != nullptr) {
+    std::fprintf(tty_, "\r\033[Kbench [%s] %lld/%lld %s", bar.c_str(), static_cast<long long>(units_done_),
+                 static_cast<long long>(units_total_), what.c_str());
+    if (units_done_ == units_total_) std::fprintf(tty_, "\r\033[K");
+    std::fflush(tty_);
+  } else {
+    std::fprintf(stderr, "bench [%s] %lld/%lld %s\n", bar.c_str(), static_cast<long long>(units_done_),
+                 static_cast<long long>(units_total_), what.c_str());
+  }
+}
+
+nlohmann::json BenchWorker::run() {
+  setup();
+  contenders_.emplace_back("local");
+  for (const auto& a : spec_.algorithms) {
+    if (find_algorithm(a) == nullptr || !find_algorithm(a)->implemented()) {
+      throw InvalidArgument("unknown algorithm '" + a + "'");
+    }
+    contenders_.emplace_back(a);
+  }
+  for (auto& c : contenders_) build(c);
+  units_total_ = static_cast<int64_t>(contenders_.size()) * (1 + spec_.rounds);
+
+  // Warm-up: every contender; the local one first, to calibrate a straggler.
+  for (auto& c : contenders_) {
+    if (c.background) c.ddp->resume_background();
+    std::vector<double> seconds;
+    const AlgorithmDescriptor* d = find_algorithm(c.name);
+    const int64_t warmup = d && d->traits.needs_qadam_optimizer ? qadam_warmup(spec_.warmup) : spec_.warmup;
+    for (int64_t i = 0; i < warmup && !c.diverged; ++i) seconds.push_back(step(c, false));
+    if (c.background) c.ddp->pause_background();
+    if (c.name == "local" && rank_ == spec_.straggler_rank && spec_.straggler_factor > 1) {
+      // The first steps pay for first-touch allocations; skip them when there are enough.
+      if (seconds.size() > 2) seconds.erase(seconds.begin());
+      straggler_sleep_ = (spec_.straggler_factor - 1) * quantile(seconds, 0.5);
+    }
+    barrier(control_);
+    progress("warm-up " + c.name);
+  }
+
+  for (int64_t round = 0; round < spec_.rounds; ++round) {
+    std::vector<size_t> order(contenders_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = round % 2 == 0 ? i : order.size() - 1 - i;
+    for (size_t i : order) {
+      Contender& c = contenders_[i];
+      if (c.diverged) continue;
+      if (round + 1 == spec_.rounds) c.last_losses.clear();
+      if (c.background) c.ddp->resume_background();
+      barrier(control_);
+      const int64_t counted0 = c.ddp ? c.ddp->bytes_sent() : 0;
+      const WireBytes wire0 = tcp_bytes_of_this_process();
+      for (int64_t s = 0; s < spec_.steps && !c.diverged; ++s) {
+        const double t = step(c, true);
+        if (!c.diverged) c.step_seconds.push_back(t);
+      }
+      const WireBytes wire1 = tcp_bytes_of_this_process();
+      if (c.background) c.ddp->pause_background();
+      const int64_t counted = (c.ddp ? c.ddp->bytes_sent() : 0) - counted0;
+      c.counted_bytes += counted;
+      // (Async's resume and pause exchange a few bytes of their own.)
+      if (counted >= params_count_ / 25) ++c.rounds_communicated;
+      c.wire.sent += wire1.sent - wire0.sent;
+      c.wire.received += wire1.received - wire0.received;
+      barrier(control_);
+      std::ostringstream what;
+      what << "round " << round + 1 << "/" << spec_.rounds << " " << c.name << ": " << quantile(c.step_seconds, 0.5)
+           << " s/step";
+      progress(what.str());
+    }
+  }
+
+  // Every rank's figures to rank 0: one row per contender.
+  enum Field { kMedian, kP10, kP90, kSamplesPerS, kCounted, kWireSent, kWireRecv, kFirstLoss, kLastLoss, kDiverged, kRoundsCommunicated, kFields };
+  at::Tensor mine = torch::zeros({static_cast<int64_t>(contenders_.size()), kFields}, torch::kDouble);
+  for (size_t i = 0; i < contenders_.size(); ++i) {
+    const Contender& c = contenders_[i];
+    double last = 0, busy = 0;
+    for (double l : c.last_losses) last += l;
+    last /= std::max<size_t>(1, c.last_losses.size());
+    for (double t : c.step_seconds) busy += t;
+    const double steps = static_cast<double>(std::max<size_t>(1, c.step_seconds.size()));
+    const double values[kFields] = {quantile(c.step_seconds, 0.5),
+                                    quantile(c.step_seconds, 0.1),
+                                    quantile(c.step_seconds, 0.9),
+                                    busy > 0 ? static_cast<double>(batch_) * steps / busy : 0,
+                                    static_cast<double>(c.counted_bytes) / steps,
+                                    static_cast<double>(c.wire.sent) / steps,
+                                    static_cast<double>(c.wire.received) / steps,
+                                    c.first_loss,
+                                    c.diverged ? NAN : last,
+                                    c.diverged ? 1.0 : 0.0,
+                                    static_cast<double>(c.rounds_communicated)};
+    for (int f = 0; f < kFields; ++f) mine[static_cast<int64_t>(i)][f] = values[f];
+  }
+  at::Tensor all = torch::zeros({world_, mine.size(0), kFields}, torch::kDouble);
+  allgather(mine, all, control_);
+  barrier(control_);
+  if (tty_ != nullptr) std::fclose(tty_);
+  if (rank_ != 0) return nullptr;
+
+  nlohmann::json out;
+  out["world_size"] = world_;
+  out["nodes"] = nodes_;
+  out["device"] = device_.str();
+  out["model"] = model_description_;
+  out["parameters"] = params_count_;
+  out["batch_size"] = batch_;
+  out["steps"] = spec_.steps;
+  out["warmup"] = spec_.warmup;
+  out["rounds"] = spec_.rounds;
+  out["threads"] = at::get_num_threads();
+  out["contenders"] = nlohmann::json::array();
+  for (size_t i = 0; i < contenders_.size(); ++i) {
+    nlohmann::json c;
+    c["name"] = contenders_[i].name;
+    c["kwargs"] = contenders_[i].kwargs;
+    c["ranks"] = nlohmann::json::array();
+    for (int r = 0; r < world_; ++r) {
+      auto row = all[r][static_cast<int64_t>(i)];
+      auto v = [&](int f) { return row[f].item<double>(); };
+      c["ranks"].push_back({{"step_time_median_s", v(kMedian)},
+                            {"step_time_p10_s", v(kP10)},
+                            {"step_time_p90_s", v(kP90)},
+                            {"samples_per_s", v(kSamplesPerS)},
+                            {"counted_bytes_per_step", v(kCounted)},
+                            {"wire_bytes_sent_per_step", v(kWireSent)},
+                            {"wire_bytes_received_per_step", v(kWireRecv)},
+                            {"first_loss", v(kFirstLoss)},
+                            {"last_loss", v(kLastLoss)},
+                            {"diverged", v(kDiverged) > 0},
+                            {"rounds_communicated", static_cast<int64_t>(v(kRoundsCommunicated))}});
+    }
+    out["contenders"].push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json run_bench_worker(const BenchSpec& spec) {
+  if (spec.steps < 1 || spec.warmup < 0 || spec.rounds < 1 || spec.batch_size < 1) {
+    throw InvalidArgument("bench: steps and rounds must be at least 1, warmup at least 0, batch size at least 1");
+  }
+  return BenchWorker(spec).run();
+}
+
+}  // namespace bagua

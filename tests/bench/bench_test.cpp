@@ -1,0 +1,199 @@
+// `bagua bench` end to end: the real binary, real worker processes over
+// real sockets, at a tiny size so every registered algorithm runs in CI.
+#include "support/bagua_run.h"
+
+#include <bagua/algorithms/registry.h>
+#include <bagua/recipe.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace bagua::testing {
+namespace {
+
+using json = nlohmann::json;
+
+RunOutcome bagua_bench(const std::string& args, const std::string& env = "") {
+  return bagua_command("bench", args, env);
+}
+
+class Bench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("bagua-bench-test-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  json read_json(const fs::path& p) { return json::parse(read_file(p)); }
+  static const json& entry(const json& report, const std::string& name) {
+    for (const auto& s : report["summary"]) {
+      if (s["name"] == name) return s;
+    }
+    ADD_FAILURE() << "no summary entry for " << name;
+    static const json none;
+    return none;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Bench, EveryRegisteredAlgorithmIsMeasuredSideBySide) {
+  const fs::path out = dir_ / "bench.json", svg = dir_ / "bench.svg";
+  RunOutcome r = bagua_bench("--params 300k --batch-size 16 --steps 3 --rounds 2 --warmup 3 --json " + out.string() +
+                             " --plot " + svg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("recommendation: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("local (no communication)"), std::string::npos) << r.output;
+  json report = read_json(out);
+  EXPECT_EQ(report["world_size"], 2);
+  EXPECT_EQ(report["batch_size"], 16);
+  // About the parameters asked for.
+  EXPECT_NEAR(report["parameters"].get<double>(), 300e3, 300e3 * 0.05);
+  // The local reference first, then every implemented algorithm of the registry.
+  std::vector<std::string> expected = {"local"};
+  for (const auto& d : algorithm_registry()) {
+    if (d.implemented()) expected.push_back(d.name);
+  }
+  ASSERT_EQ(report["summary"].size(), expected.size()) << report.dump(1);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const json& s = report["summary"][i];
+    EXPECT_EQ(s["name"], expected[i]);
+    EXPECT_GT(s["step_time_s"].get<double>(), 0) << s.dump();
+    EXPECT_LE(s["step_time_p10_s"].get<double>(), s["step_time_s"].get<double>()) << s.dump();
+    EXPECT_GE(s["step_time_p90_s"].get<double>(), s["step_time_s"].get<double>()) << s.dump();
+    EXPECT_GT(s["samples_per_s"].get<double>(), 0) << s.dump();
+    EXPECT_GE(s["communication_share"].get<double>(), 0) << s.dump();
+    EXPECT_LE(s["communication_share"].get<double>(), 1) << s.dump();
+    // A loss, or null for an algorithm flagged as diverged.
+    EXPECT_TRUE(s["last_loss"].is_number() || (s["last_loss"].is_null() && s["diverged"] == true)) << s.dump();
+    if (s["name"] != "local" && s["name"] != "async") {
+      EXPECT_GT(s["counted_bytes_per_step"].get<double>(), 0) << s.dump();
+    }
+  }
+  EXPECT_EQ(entry(report, "local")["counted_bytes_per_step"].get<double>(), 0);
+  // gradient_allreduce: a ring allreduce of every gradient (4 bytes each),
+  // 2(n-1)/n of it with n = 2; and the kernel saw at least that much leave.
+  const json& ga = entry(report, "gradient_allreduce");
+  const double grads = 4.0 * report["parameters"].get<double>();
+  EXPECT_NEAR(ga["counted_bytes_per_step"].get<double>(), grads, grads * 0.01);
+  EXPECT_GE(ga["wire_bytes_sent_per_step"].get<double>(), 0.95 * grads) << ga.dump();
+  EXPECT_GE(ga["wire_bytes_received_per_step"].get<double>(), 0.95 * grads) << ga.dump();
+  // ByteGrad sends 8 bits per 32-bit gradient: about a quarter.
+  const double ratio = entry(report, "bytegrad")["counted_bytes_per_step"].get<double>() /
+                       ga["counted_bytes_per_step"].get<double>();
+  EXPECT_GT(ratio, 0.2);
+  EXPECT_LT(ratio, 0.3);
+  // The chart: one pair of bars per algorithm.
+  const std::string chart = read_file(svg);
+  EXPECT_EQ(chart.rfind("<svg", 0), 0u);
+  size_t bars = 0;
+  for (size_t p = chart.find("fill=\"#e8923a\"/>"); p != std::string::npos; p = chart.find("fill=\"#e8923a\"/>", p + 1)) {
+    ++bars;
+  }
+  EXPECT_EQ(bars, expected.size()) << chart;  // and the legend's
+  EXPECT_NE(chart.find(">bytegrad<"), std::string::npos);
+}
+
+TEST_F(Bench, AStragglerRankComputesSlowerByItsFactor) {
+  const fs::path out = dir_ / "bench.json";
+  RunOutcome r = bagua_bench("--params 300k --steps 6 --rounds 1 --warmup 4 --algorithm gradient_allreduce "
+                             "--straggler 1:4 --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = read_json(out);
+  const json& local = report["contenders"][0];
+  ASSERT_EQ(local["name"], "local");
+  const double fast = local["ranks"][0]["step_time_median_s"].get<double>();
+  const double slow = local["ranks"][1]["step_time_median_s"].get<double>();
+  EXPECT_GT(slow, 2.0 * fast) << local.dump();
+  // A synchronous algorithm runs at the straggler's pace on every rank.
+  const json& ga = report["contenders"][1];
+  EXPECT_GT(ga["ranks"][0]["step_time_median_s"].get<double>(), 2.0 * fast) << ga.dump();
+  EXPECT_EQ(report["straggler"]["rank"], 1);
+}
+
+TEST_F(Bench, ARecipeBringsItsModelDataAndBatchSize) {
+  const fs::path out = dir_ / "bench.json";
+  RunOutcome r = bagua_bench(kSource + "/recipes/fashion-mnist-mlp.yaml --algorithm gradient_allreduce --steps 2 "
+                             "--rounds 1 --warmup 1 --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = read_json(out);
+  EXPECT_NE(report["model"].get<std::string>().find(".pt"), std::string::npos) << report["model"];
+  const Recipe recipe = load_recipe(kSource + "/recipes/fashion-mnist-mlp.yaml");
+  EXPECT_EQ(report["batch_size"], recipe.data.batch_size);
+  EXPECT_EQ(report["world_size"], recipe.distributed.nproc_per_node);
+  EXPECT_GT(entry(report, "gradient_allreduce")["samples_per_s"].get<double>(), 0);
+}
+
+TEST_F(Bench, BadFlagsAreRefusedBeforeAnythingStarts) {
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"--algorithm nosuch", "no such algorithm; known: gradient_allreduce"},
+      {"--params lots", "--params: expected a count"},
+      {"--straggler 5:2", "--straggler 5:2: expected RANK:FACTOR with 0 <= RANK < 2"},
+      {"--straggler 1", "expected RANK:FACTOR"},
+      {"--link fast", "--link fast: not a rate"},
+      {"--plot chart.png", "the chart is SVG"},
+      {"--link 1gbit --nnodes 2", "with --nnodes the network is real"},
+      {"--steps 0", "--steps"},
+      {"--set train.epochs=2", "--set needs a recipe"},
+  };
+  for (const auto& c : cases) {
+    RunOutcome r = bagua_bench(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("bench ["), std::string::npos) << "workers started for " << c.args;
+  }
+  // A recipe with a mistake: its diagnostics, exit 2.
+  const fs::path bad = dir_ / "bad.yaml";
+  std::ofstream(bad) << "model: {torchscript: nowhere.pt}\n";
+  RunOutcome r = bagua_bench(bad.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("invalid recipe"), std::string::npos) << r.output;
+}
+
+TEST_F(Bench, LinkWithoutRootOrIproute2IsAClearError) {
+  // No ip or tc on PATH (the binary is named by its full path).
+  const fs::path empty = dir_ / "bin";
+  fs::create_directories(empty);
+  RunOutcome r = bagua_bench("--link 1gbit --algorithm gradient_allreduce", "PATH=" + empty.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  if (::geteuid() == 0) {
+    EXPECT_NE(r.output.find("--link needs iproute2's `ip`"), std::string::npos) << r.output;
+  } else {
+    EXPECT_NE(r.output.find("--link needs root"), std::string::npos) << r.output;
+  }
+}
+
+// Each worker in its own network namespace behind a rate-limited link: a
+// step of gradient_allreduce cannot be faster than its bytes over the link.
+TEST_F(Bench, LinkLimitsEveryWorkersNetwork) {
+  if (::geteuid() != 0) GTEST_SKIP() << "--link needs root";
+  if (std::system("command -v ip >/dev/null && command -v tc >/dev/null") != 0) GTEST_SKIP() << "no ip/tc";
+  const fs::path out = dir_ / "bench.json";
+  RunOutcome r = bagua_bench("--params 500k --steps 4 --rounds 1 --warmup 2 --algorithm gradient_allreduce "
+                             "--link 100mbit --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = read_json(out);
+  EXPECT_EQ(report["link"], "100mbit");
+  EXPECT_EQ(report["nodes"], 2) << "each worker is a machine of its own";
+  const json& ga = entry(report, "gradient_allreduce");
+  const double bits = 8 * ga["counted_bytes_per_step"].get<double>();
+  EXPECT_GT(ga["step_time_s"].get<double>(), 0.9 * bits / 100e6) << ga.dump();
+  // Nothing left behind.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/var/run/netns", ec)) {
+    EXPECT_EQ(e.path().filename().string().find("bagua-bench-"), std::string::npos) << e.path();
+  }
+}
+
+}  // namespace
+}  // namespace bagua::testing
