@@ -81,6 +81,12 @@ class Dataset {
   // For kClassIndex targets: the number of classes (largest label + 1);
   // 0 for kFloat targets.
   virtual int64_t num_classes() const = 0;
+
+  // Bytes the loaded samples occupy in memory (what each worker holds; the
+  // data is not sharded). The formats report their own storage (IDX keeps
+  // pixels as bytes, JSONL sequences unpadded); the default, for other
+  // datasets, is size() times one sample as get_batch() returns it.
+  virtual int64_t memory_bytes() const;
 };
 
 // Loads the whole source into memory, fully checking it. Throws DataError

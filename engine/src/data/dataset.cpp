@@ -42,6 +42,15 @@ std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind targe
   return dataset;
 }
 
+// Datasets that do not report their own storage: every sample the size of
+// the first, as a batch holds it (an estimate for variable-length samples).
+int64_t Dataset::memory_bytes() const {
+  if (size() == 0) return 0;
+  Batch one = get_batch({0});
+  const int64_t per_sample = one.input.nbytes() + (one.target.defined() ? one.target.nbytes() : 0);
+  return per_sample * size();
+}
+
 namespace data {
 
 std::string base_name(const std::string& path) {

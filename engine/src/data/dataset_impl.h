@@ -43,6 +43,7 @@ class TensorDataset : public Dataset {
   Batch get_batch(const std::vector<int64_t>& indices) const override;
   std::string describe() const override;
   int64_t num_classes() const override { return num_classes_; }
+  int64_t memory_bytes() const override { return input_.nbytes() + target_.nbytes(); }
 
  private:
   std::string label_;

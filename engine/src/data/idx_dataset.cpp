@@ -171,6 +171,7 @@ class IdxDataset : public Dataset {
   }
 
   int64_t num_classes() const override { return num_classes_; }
+  int64_t memory_bytes() const override { return pixels_.nbytes() + target_.nbytes(); }
 
  private:
   std::string label_;

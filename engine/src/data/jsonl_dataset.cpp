@@ -83,6 +83,9 @@ class SequenceDataset : public Dataset {
   }
 
   int64_t num_classes() const override { return num_classes_; }
+  int64_t memory_bytes() const override {
+    return static_cast<int64_t>((tokens_.size() + offsets_.size()) * sizeof(int64_t)) + target_.nbytes();
+  }
 
  private:
   std::string label_;
