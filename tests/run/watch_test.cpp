@@ -36,7 +36,8 @@ TEST_F(RunTest, AStoppedWorkerIsNamedAndTheJobEndsSoonAfterTheTimeout) {
   EXPECT_TRUE(contains(r.output, "warning: no progress for 3 s: rank 1 (node 0)")) << r.output;
   // Whichever comes first, the watch's verdict or rank 0's own timeout, the
   // report blames the stopped rank, not the one that waited for it.
-  EXPECT_TRUE(contains(r.output, "rank 1 (node 0) stopped reporting progress 1")) << r.output;
+  // (How long ago depends on when rank 0 began to wait: 9 s is as right as 12 s.)
+  EXPECT_TRUE(contains(r.output, "rank 1 (node 0) stopped reporting progress ")) << r.output;
   EXPECT_TRUE(contains(r.output, "(a stopped, frozen or hung process)")) << r.output;
   // Start-up (a few seconds) + 20 steps + the 10 s timeout + at most 5 s.
   EXPECT_LT(elapsed, 25.0) << r.output;
