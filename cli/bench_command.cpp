@@ -44,12 +44,6 @@ struct BenchFlags {
   std::string worker_spec, worker_result;  // worker mode (set by the launcher)
 };
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : std::string("bagua");
-}
-
 // A temporary directory removed with this object.
 struct TempDir {
   fs::path path;
@@ -120,14 +114,10 @@ int launch(const BenchFlags& f) {
 
   std::optional<Recipe> recipe;
   if (!f.recipe.empty()) {
-    std::vector<std::string> overrides = f.overrides;
     try {
-      recipe = load_recipe(f.recipe, overrides);
+      recipe = load_recipe(f.recipe, f.overrides);
     } catch (const RecipeError& e) {
-      for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
-      size_t n = e.diagnostics().size();
-      std::cerr << f.recipe << ": invalid recipe, " << n << " error" << (n == 1 ? "" : "s") << "\n";
-      return kExitInvalidInput;
+      return report_invalid_recipe(e, f.recipe);
     }
     spec.recipe = fs::absolute(f.recipe).string();
     check_supported(*recipe);

@@ -6,6 +6,8 @@
 // Exit codes are shared by every command (docs/cli.md):
 #pragma once
 
+#include <bagua/recipe.h>
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -40,5 +42,12 @@ struct CommandRegistration {
     command_registry().push_back({std::move(name), std::move(description), std::move(setup)});
   }
 };
+
+// This executable's path (workers are started as copies of it).
+std::string self_exe();
+
+// Prints every diagnostic of an invalid recipe, then "PATH: invalid recipe,
+// N errors", to stderr; returns kExitInvalidInput.
+int report_invalid_recipe(const RecipeError& e, const std::string& path);
 
 }  // namespace bagua::cli

@@ -269,10 +269,7 @@ const CommandRegistration kPlan{
         try {
           recipe = load_recipe(f->recipe, overrides);
         } catch (const RecipeError& e) {
-          for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
-          size_t n = e.diagnostics().size();
-          std::cerr << f->recipe << ": invalid recipe, " << n << " error" << (n == 1 ? "" : "s") << "\n";
-          return kExitInvalidInput;
+          return report_invalid_recipe(e, f->recipe);
         }
         for (const auto& note : recipe.notes) std::cerr << note.to_string() << " (note)\n";
         PlanOptions options;

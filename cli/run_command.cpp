@@ -35,12 +35,6 @@ struct RunFlags {
   std::optional<std::string> master_addr;
 };
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : std::string("bagua");
-}
-
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0';
@@ -279,10 +273,7 @@ const CommandRegistration kRun{
           lo.check_files = !worker;  // the launcher checked them
           recipe = load_recipe(f->recipe, overrides, lo);
         } catch (const RecipeError& e) {
-          for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
-          size_t n = e.diagnostics().size();
-          std::cerr << f->recipe << ": invalid recipe, " << n << " error" << (n == 1 ? "" : "s") << "\n";
-          return kExitInvalidInput;
+          return report_invalid_recipe(e, f->recipe);
         }
         if (!worker) {
           for (const auto& note : recipe.notes) std::cerr << note.to_string() << " (note)\n";

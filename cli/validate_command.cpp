@@ -52,10 +52,7 @@ const CommandRegistration kValidate{
           }
           return kExitOk;
         } catch (const RecipeError& e) {
-          for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
-          size_t n = e.diagnostics().size();
-          std::cerr << *recipe << ": invalid recipe, " << n << " error" << (n == 1 ? "" : "s") << "\n";
-          return kExitInvalidInput;
+          return report_invalid_recipe(e, *recipe);
         }
       };
     }};
