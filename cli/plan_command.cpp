@@ -149,6 +149,11 @@ void print_plan(std::ostream& out, const Plan& plan) {
       << " (at most " << bytes(b.bucket_bytes) << " each, " << (b.flatten ? "flattened" : "not flattened")
       << (b.alignment > 1 ? ", padded to a multiple of " + std::to_string(b.alignment) + " values" : ", no padding")
       << "), " << bytes(b.bytes) << " in all, padding " << bytes(b.padding_bytes) << "\n";
+  if (b.bucket_size_auto) {
+    out << "           bucket_size auto: planned at the " << bytes(b.bucket_bytes)
+        << " tuning starts from; the size chosen in the first steps changes the buckets, and the padding "
+           "with them, not the bytes of the gradients\n";
+  }
   for (size_t i = 0; i < b.buckets.size(); ++i) {
     if (i == 12 && b.buckets.size() > 13) {
       out << "             ... (" << b.buckets.size() - 12 << " more)\n";

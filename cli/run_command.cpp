@@ -33,6 +33,7 @@ struct RunFlags {
   std::vector<std::string> overrides;
   std::optional<int> nproc_per_node, nnodes, node_rank, master_port;
   std::optional<std::string> master_addr;
+  bool trace = false;
 };
 
 bool env_set(const char* name) {
@@ -238,6 +239,9 @@ const CommandRegistration kRun{
       sub.add_option("--master-addr", f->master_addr, "Rendezvous host, node 0 (distributed.master_addr)");
       sub.add_option("--master-port", f->master_port,
                      "Rendezvous port (distributed.master_port); on one node a free port unless one is given here or in the recipe");
+      sub.add_flag("--trace", f->trace,
+                   "Write a per-step trace of each rank (OUTPUT/trace/rank-N.json, for Perfetto or chrome://tracing); "
+                   "same as --set output.trace=true");
       sub.footer(
           "Validates the recipe (as `bagua validate` does) and checks its data, then starts\n"
           "distributed.nproc_per_node workers here. Rank 0's output shows on the terminal; every\n"
@@ -256,6 +260,7 @@ const CommandRegistration kRun{
           "  # two machines; on each, with its own --node-rank:\n"
           "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n");
       return [f]() -> int {
+        if (f->trace) f->overrides.push_back("output.trace=true");  // the workers get it too
         std::vector<std::string> overrides = f->overrides;
         auto flag = [&](const char* key, const std::string& value) {
           overrides.push_back(std::string("distributed.") + key + "=" + value);

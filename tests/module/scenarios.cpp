@@ -45,16 +45,18 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const std::string& kind,
   return std::make_shared<torch::optim::Adam>(params, torch::optim::AdamOptions(0.01));
 }
 
+constexpr int64_t kAuto = -1;
+
 struct Config {
   std::string loss;  // "mse" | "ce"
   std::string optimizer;
   bool flatten;
-  int64_t bucket_bytes;
+  int64_t bucket_bytes;  // kAuto: bucket autotune, from 10 MiB
   bool hierarchical;
   torch::Dtype dtype;
   std::string describe() const {
     return loss + "/" + optimizer + "/flatten=" + std::to_string(flatten) + "/bucket=" +
-           std::to_string(bucket_bytes) + "/hier=" + std::to_string(hierarchical) + "/" +
+           (bucket_bytes == kAuto ? std::string("auto") : std::to_string(bucket_bytes)) + "/hier=" + std::to_string(hierarchical) + "/" +
            (dtype == torch::kDouble ? "f64" : "f32");
   }
 };
@@ -66,13 +68,17 @@ at::Tensor loss_of(const std::string& kind, const at::Tensor& out, const at::Ten
 // K steps of bagua on this rank's slice vs a local reference on the full batch.
 void check_equivalence(WorkerChecks& c, const Config& cfg) {
   const int rank = bagua::get_rank(), world = bagua::get_world_size();
-  const int64_t B = 4, D = 6, O = 3, K = 4;
+  const bool autotune = cfg.bucket_bytes == kAuto;
+  // With autotune, enough steps to try every size (2 steps each) and train on.
+  const int64_t B = 4, D = 6, O = 3, K = autotune ? 14 : 4;
   torch::manual_seed(1000 + rank);  // ranks start different: with_bagua must align them
   Seq model = make_mlp(D, 8, O, cfg.dtype);
   auto opt = make_optimizer(cfg.optimizer, model->parameters());
   bagua::WithBaguaOptions options;
   options.do_flatten = cfg.flatten;
-  options.bucket_bytes = cfg.bucket_bytes;
+  options.bucket_bytes = autotune ? int64_t{10} << 20 : cfg.bucket_bytes;
+  options.autotune_buckets = autotune;
+  options.autotune_steps_per_size = 2;
   auto ddp = bagua::with_bagua(*model, {opt}, std::make_shared<bagua::GradientAllReduce>(cfg.hierarchical),
                                options);
   c.expect(identical_across_ranks(flat_params(*model)), cfg.describe() + ": identical after with_bagua");
@@ -98,6 +104,28 @@ void check_equivalence(WorkerChecks& c, const Config& cfg) {
                       std::to_string((got - want).abs().max().item<double>()) + ")");
   c.expect(identical_across_ranks(got), cfg.describe() + ": bitwise identical across ranks after training");
   c.expect(ddp->bagua_train_step_counter() == K, cfg.describe() + ": step counter");
+  if (autotune) {
+    // Tried several sizes, chose one of them (the same on every rank), and
+    // the buckets are now the chosen size's.
+    const auto& result = ddp->autotune_result();
+    c.expect(result.has_value(), cfg.describe() + ": autotune chose within " + std::to_string(K) + " steps");
+    if (result) {
+      c.expect(result->trials.size() >= 2, cfg.describe() + ": autotune tried at least 2 sizes");
+      bool listed = false;
+      for (const auto& t : result->trials) {
+        listed = listed || t.bucket_bytes == result->chosen_bucket_bytes;
+        c.expect(t.step_seconds > 0, cfg.describe() + ": every size was timed");
+        if (t.bucket_bytes == result->chosen_bucket_bytes) {
+          c.expect(static_cast<int64_t>(ddp->bagua_buckets().size()) == t.buckets,
+                   cfg.describe() + ": the buckets are the chosen size's");
+        }
+      }
+      c.expect(listed, cfg.describe() + ": the chosen size is one that was tried");
+      c.expect(ddp->options().bucket_bytes == result->chosen_bucket_bytes, cfg.describe() + ": kept");
+      at::Tensor chosen = torch::tensor({static_cast<double>(result->chosen_bucket_bytes)}, torch::kDouble);
+      c.expect(identical_across_ranks(chosen), cfg.describe() + ": every rank chose the same size");
+    }
+  }
   if (cfg.bucket_bytes == 1) {
     c.expect(ddp->bagua_buckets().size() == model->parameters().size(),
              cfg.describe() + ": one bucket per tensor");
@@ -111,7 +139,7 @@ int scenario_equivalence() {
   for (std::string loss : {"mse", "ce"}) {
     for (std::string optimizer : {"sgd", "adam"}) {
       for (bool flatten : {true, false}) {
-        for (int64_t bucket : {int64_t{10} << 20, int64_t{1}, int64_t{300}}) {
+        for (int64_t bucket : {int64_t{10} << 20, int64_t{1}, int64_t{300}, kAuto}) {
           torch::Dtype dtype = optimizer == "adam" ? torch::kDouble : torch::kFloat;
           check_equivalence(c, {loss, optimizer, flatten, bucket, hierarchical, dtype});
         }

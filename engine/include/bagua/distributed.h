@@ -36,6 +36,7 @@
 #include <torch/script.h>
 
 #include <chrono>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,15 +62,41 @@ struct WithBaguaOptions {
   // done, so algorithms that depend on it (a warm-up, every k-th step)
   // start in the right phase.
   int64_t step_counter = 0;
+  // Bucket autotune (a recipe's bucket_size: auto): during the first steps
+  // the module tries candidate bucket sizes (the whole model in one bucket,
+  // a half, a quarter, an eighth and a sixteenth of it, and bucket_bytes),
+  // `autotune_steps_per_size` steps each, the first of them not timed;
+  // every rank then takes the size whose slowest rank was fastest, and
+  // keeps it (autotune_result()). A step is the time from one forward to
+  // the next. Results stay those of a fixed bucket size: re-bucketing
+  // copies the gradients. Not for algorithms with per-bucket state
+  // (low_precision_decentralized, async): with_bagua refuses them.
+  bool autotune_buckets = false;
+  int autotune_steps_per_size = 3;
 };
 
-// What the module reports to a trace callback (tests, profiling).
+// What bucket autotune tried and chose (same on every rank).
+struct AutotuneResult {
+  struct Trial {
+    int64_t bucket_bytes;
+    int64_t buckets;         // how many buckets that size made
+    double step_seconds;     // median step time of the slowest rank
+  };
+  std::vector<Trial> trials;
+  int64_t chosen_bucket_bytes = 0;
+  int64_t at_step = 0;  // the step counter when the choice was made
+};
+
+// What the module reports to a trace callback (tests, profiling; bagua
+// run's --trace). kWaitBegin/kWaitEnd bracket a wait for the buckets in
+// flight (on the thread that waits).
 struct TraceEvent {
-  enum Kind { kGradientReady, kBucketLaunched, kBucketCommStart, kBucketCommEnd, kPostBackward };
+  enum Kind { kGradientReady, kBucketLaunched, kBucketCommStart, kBucketCommEnd, kPostBackward, kWaitBegin, kWaitEnd };
   Kind kind;
-  std::string name;  // parameter or bucket name
+  std::string name;  // parameter or bucket name ("" for the others)
   int64_t sequence;  // global order of events in this module
   std::chrono::steady_clock::time_point time;
+  int64_t bytes = 0;  // kBucketCommEnd: bytes this rank sent for the bucket
 };
 
 class BaguaModule {
@@ -137,9 +164,13 @@ class BaguaModule {
   // weights), since with_bagua; see ProcessGroup::bytes_sent().
   int64_t bytes_sent() const { return impl_->bytes_sent(); }
 
+  // Bucket autotune (WithBaguaOptions::autotune_buckets): what was tried
+  // and chosen, once the choice is made; empty before, and without autotune.
+  const std::optional<AutotuneResult>& autotune_result() const;
+
   // Waits until every launched bucket is done; rethrows the first failure.
   void wait_for_buckets();
-  void trace(TraceEvent::Kind kind, const std::string& name);
+  void trace(TraceEvent::Kind kind, const std::string& name, int64_t bytes = 0);
 
   struct Internals;
   class Context;
@@ -156,6 +187,8 @@ class BaguaModule {
   void launch_ready_buckets();
   void launch(size_t bucket);
   void broadcast_initial_state();
+  void autotune_at_step_start();
+  void rebucket(int64_t bucket_bytes);
 
   std::vector<std::pair<std::string, at::Tensor>> parameters_;
   std::vector<std::pair<std::string, at::Tensor>> buffers_;

@@ -112,6 +112,7 @@ struct PlanBuckets {
   std::string registers;  // "gradients", "weights", "gradients, then momentum", ...
   bool flatten = true;    // one buffer per bucket (algorithms that send weights never flatten)
   int64_t bucket_bytes = 0;
+  bool bucket_size_auto = false;  // bucket_size: auto: planned at the size tuning starts from
   int64_t alignment = 1;  // padded to a multiple of this many elements
   std::vector<PlanBucket> buckets;
   int64_t bytes = 0, padding_bytes = 0;

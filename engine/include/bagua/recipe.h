@@ -177,6 +177,7 @@ struct AlgorithmSpec {
   std::string name = "gradient_allreduce";
   bool flatten = true;                   // with_bagua's do_flatten
   int64_t bucket_size = kDefaultBucketBytes;
+  bool bucket_size_auto = false;  // bucket_size: auto (WithBaguaOptions::autotune_buckets)
   // The algorithm's own keyword arguments with every default filled
   // (e.g. {"hierarchical": false, "average": true}); no name/flatten/bucket_size.
   nlohmann::json kwargs = nlohmann::json::object();
@@ -224,6 +225,9 @@ struct CheckpointSpec {
 
 struct OutputSpec {
   std::string dir;  // as written (relative to the working directory); default runs/<name>
+  bool trace = false;  // per-step Chrome trace of each rank, trace/rank-N.json
+  int64_t trace_from_step = 6;  // the first traced step (from 1)
+  int64_t trace_steps = 20;
 };
 
 // A valid recipe with every default filled and every path made absolute.

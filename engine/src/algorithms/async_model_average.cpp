@@ -45,6 +45,7 @@ class AsyncImpl : public AlgorithmImpl {
     return async_phase_ ? algorithms::weight_bucket_options(ctx) : AlgorithmImpl::bucket_options(ctx);
   }
   bool communicates_during_backward() const override { return !async_phase_; }
+  bool keeps_bucket_state() const override { return true; }  // the background loop reads the buckets
   bool on_tensor_ready(AlgorithmContext&, Bucket&, size_t) override { return !async_phase_; }
 
   // Warm-up: the exact average of the gradients.

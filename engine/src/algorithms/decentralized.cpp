@@ -121,6 +121,8 @@ class DecentralizedImpl : public AlgorithmImpl {
 };
 
 class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
+  bool keeps_bucket_state() const override { return true; }  // the neighbours' weights, per bucket
+
  public:
   LowPrecisionDecentralizedImpl(ProcessGroupPtr group, bool hierarchical, int64_t interval)
       : AlgorithmImpl(std::move(group)), hierarchical_(hierarchical), interval_(interval) {}

@@ -8,8 +8,10 @@
 #include <ATen/ATen.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace bagua {
@@ -28,7 +30,47 @@ struct BaguaModule::Internals {
   bool fresh = false;        // readiness was reset by pre_forward and no backward has used it yet
   std::function<void(const TraceEvent&)> trace;
   std::atomic<int64_t> sequence{0};
+  // Bucket autotune (see WithBaguaOptions::autotune_buckets).
+  struct Autotune {
+    bool running = false;
+    std::vector<int64_t> sizes;    // bucket sizes to try, in order
+    std::vector<int64_t> buckets;  // how many buckets each made
+    std::vector<std::vector<double>> seconds;  // timed steps, per size
+    size_t current = 0;
+    int steps_begun = 0;  // under the current size
+    std::optional<std::chrono::steady_clock::time_point> last_start;
+    std::optional<AutotuneResult> result;
+  } autotune;
 };
+
+namespace {
+
+// How many buckets make_buckets would make of these tensors (in this
+// order) at `cap` bytes per bucket: one open bucket per dtype and device.
+int64_t count_buckets(const std::vector<std::shared_ptr<Bucket>>& buckets, int64_t cap) {
+  struct Open {
+    bool any = false;
+    int64_t bytes = 0;
+  };
+  std::map<std::pair<at::ScalarType, std::string>, Open> open;
+  int64_t n = 0;
+  for (const auto& b : buckets) {
+    for (const auto& t : b->tensors()) {
+      const int64_t bytes = t.numel() * static_cast<int64_t>(c10::elementSize(t.dtype));
+      Open& o = open[{t.dtype, t.device.str()}];
+      if (o.any && o.bytes + bytes > cap) {
+        ++n;
+        o = Open{};
+      }
+      o.any = true;
+      o.bytes += bytes;
+    }
+  }
+  for (const auto& [key, o] : open) n += o.any ? 1 : 0;
+  return n;
+}
+
+}  // namespace
 
 // What the algorithm sees of the module.
 class BaguaModule::Context : public AlgorithmContext {
@@ -111,7 +153,87 @@ BaguaModule::BaguaModule(std::vector<std::pair<std::string, at::Tensor>> paramet
   context_ = std::make_unique<Context>(*this);
   impl_ = algorithm_->reify(group_);
   init_algorithm();
+  if (options_.autotune_buckets) {
+    if (impl_->keeps_bucket_state()) {
+      throw InvalidArgument("with_bagua: bucket autotune rebuilds the buckets during the first steps, but this "
+                            "algorithm keeps state per bucket across steps; give a fixed bucket_bytes");
+    }
+    if (options_.autotune_steps_per_size < 2) {
+      throw InvalidArgument("with_bagua: autotune_steps_per_size must be at least 2 (the first step at each size "
+                            "is not timed), found " + std::to_string(options_.autotune_steps_per_size));
+    }
+    // The sizes to try: the one given, then the whole model in one bucket
+    // and a half, quarter, eighth and sixteenth of it; a size that makes as
+    // many buckets as one before it is left out.
+    int64_t total = 0;
+    for (const auto& b : buckets_) total += b->numel() * static_cast<int64_t>(c10::elementSize(b->dtype()));
+    auto& a = internals_->autotune;
+    std::vector<int64_t> counts_seen;
+    for (int64_t size : {options_.bucket_bytes, total, total / 2, total / 4, total / 8, total / 16}) {
+      size = std::max<int64_t>(size, 1);
+      const int64_t count = count_buckets(buckets_, size);
+      if (std::find(counts_seen.begin(), counts_seen.end(), count) != counts_seen.end()) continue;
+      counts_seen.push_back(count);
+      a.sizes.push_back(size);
+    }
+    a.buckets.assign(a.sizes.size(), 0);
+    a.buckets[0] = static_cast<int64_t>(buckets_.size());
+    a.seconds.resize(a.sizes.size());
+    a.running = !buckets_.empty();
+  }
   install_hooks();
+}
+
+const std::optional<AutotuneResult>& BaguaModule::autotune_result() const { return internals_->autotune.result; }
+
+void BaguaModule::rebucket(int64_t bucket_bytes) {
+  wait_for_buckets();
+  options_.bucket_bytes = bucket_bytes;
+  init_algorithm();
+}
+
+// At the start of each step while tuning: the step that just ended is timed
+// (unless it was the first at its size); after autotune_steps_per_size steps
+// the next size is tried; after the last, every rank agrees on the size
+// whose slowest rank's median step was shortest. Collective then.
+void BaguaModule::autotune_at_step_start() {
+  auto& a = internals_->autotune;
+  if (!a.running) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (a.last_start && a.steps_begun >= 2) {
+    a.seconds[a.current].push_back(std::chrono::duration<double>(now - *a.last_start).count());
+  }
+  a.last_start = now;
+  if (a.steps_begun == options_.autotune_steps_per_size) {
+    if (a.current + 1 < a.sizes.size()) {
+      ++a.current;
+      rebucket(a.sizes[a.current]);
+      a.buckets[a.current] = static_cast<int64_t>(buckets_.size());
+      a.steps_begun = 0;
+    } else {
+      std::vector<double> medians;
+      for (auto& s : a.seconds) {
+        std::sort(s.begin(), s.end());
+        medians.push_back(s.empty() ? 0.0 : s[s.size() / 2]);
+      }
+      at::Tensor slowest = at::tensor(medians, at::kDouble);
+      allreduce(slowest, ReduceOp::MAX, group_);
+      AutotuneResult r;
+      size_t best = 0;
+      for (size_t i = 0; i < a.sizes.size(); ++i) {
+        const double t = slowest[static_cast<int64_t>(i)].item<double>();
+        r.trials.push_back({a.sizes[i], a.buckets[i], t});
+        if (t < r.trials[best].step_seconds) best = i;
+      }
+      r.chosen_bucket_bytes = a.sizes[best];
+      r.at_step = step_counter_;
+      if (best != a.current) rebucket(a.sizes[best]);
+      a.result = r;
+      a.running = false;
+      return;
+    }
+  }
+  ++a.steps_begun;
 }
 
 BaguaModule::~BaguaModule() {
@@ -252,6 +374,7 @@ void BaguaModule::pre_forward() {
     broadcast_initial_state();
     init_algorithm();
   }
+  autotune_at_step_start();
   {
     std::lock_guard<std::mutex> lock(internals_->mutex);
     reset_iteration_locked();
@@ -280,9 +403,9 @@ void BaguaModule::set_trace(std::function<void(const TraceEvent&)> trace) {
   internals_->trace = std::move(trace);
 }
 
-void BaguaModule::trace(TraceEvent::Kind kind, const std::string& name) {
+void BaguaModule::trace(TraceEvent::Kind kind, const std::string& name, int64_t bytes) {
   if (!internals_->trace) return;
-  TraceEvent e{kind, name, internals_->sequence++, std::chrono::steady_clock::now()};
+  TraceEvent e{kind, name, internals_->sequence++, std::chrono::steady_clock::now(), bytes};
   internals_->trace(e);
 }
 
@@ -322,9 +445,10 @@ void BaguaModule::launch(size_t b) {
   bucket->attach();  // tensors replaced since the last step (gradients set to none) go back into the buffer
   trace(TraceEvent::kBucketLaunched, bucket->name());
   internals_->comm->submit([this, bucket] {
+    const int64_t sent = internals_->trace ? impl_->bytes_sent() : 0;
     trace(TraceEvent::kBucketCommStart, bucket->name());
     impl_->run_bucket(*context_, *bucket);
-    trace(TraceEvent::kBucketCommEnd, bucket->name());
+    trace(TraceEvent::kBucketCommEnd, bucket->name(), internals_->trace ? impl_->bytes_sent() - sent : 0);
   });
 }
 
@@ -357,7 +481,11 @@ void BaguaModule::on_backward_end() {
   impl_->on_post_backward(*context_);
 }
 
-void BaguaModule::wait_for_buckets() { internals_->comm->wait_all(); }
+void BaguaModule::wait_for_buckets() {
+  trace(TraceEvent::kWaitBegin, "");
+  internals_->comm->wait_all();
+  trace(TraceEvent::kWaitEnd, "");
+}
 
 void BaguaModule::pause_background() { impl_->pause_background(*context_); }
 void BaguaModule::resume_background() { impl_->resume_background(*context_); }

@@ -102,6 +102,7 @@ PlanBuckets bucket_plan(const Context& ctx, int64_t alignment, bool flatten, std
   out.registers = std::move(registers);
   out.flatten = flatten;
   out.bucket_bytes = ctx.recipe.algorithm.bucket_size;
+  out.bucket_size_auto = ctx.recipe.algorithm.bucket_size_auto;
   out.alignment = alignment;
   if (ctx.tensors.empty()) return out;
   BucketOptions options;
@@ -720,7 +721,7 @@ nlohmann::json buckets_json(const PlanBuckets& b) {
                     {"bytes", k.bytes},
                     {"padding_bytes", k.padding_bytes}});
   }
-  return {{"registers", b.registers}, {"flatten", b.flatten},       {"bucket_size", b.bucket_bytes},
+  return {{"registers", b.registers}, {"flatten", b.flatten},       {"bucket_size", b.bucket_bytes}, {"bucket_size_auto", b.bucket_size_auto},
           {"alignment", b.alignment}, {"count", b.buckets.size()}, {"bytes", b.bytes},
           {"padding_bytes", b.padding_bytes}, {"list", list}};
 }

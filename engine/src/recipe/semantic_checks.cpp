@@ -109,6 +109,13 @@ struct Checker {
     for (const auto& path : paths) {
       json& v = *at_path(path);
       std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+      if (text == "auto" && path == "algorithm.bucket_size") {
+        const json* name = at("algorithm.name");
+        if (name && (*name == "low_precision_decentralized" || *name == "async"))
+          error(path, "bucket_size auto tries bucket sizes by re-bucketing during the first steps, which would reset " +
+                      name->get<std::string>() + "'s per-bucket state (expected a size such as 10MiB, found auto)");
+        continue;
+      }
       std::optional<int64_t> bytes = parse_byte_size(text);
       if (!bytes) error(path, "size out of range (expected at most 2^62 bytes, found " + json_quote(text) + ")");
       else if (*bytes == 0) error(path, "expected a size of at least 1 byte, found " + json_quote(text));

@@ -177,7 +177,11 @@ Recipe to_typed_recipe(const json& doc) {
   const json& a = doc.at("algorithm");
   r.algorithm.name = a.at("name").get<std::string>();
   r.algorithm.flatten = a.at("flatten").get<bool>();
-  r.algorithm.bucket_size = a.at("bucket_size").get<int64_t>();  // bytes: check_sizes normalised it
+  if (a.at("bucket_size") == "auto") {
+    r.algorithm.bucket_size_auto = true;  // tuned from the default size
+  } else {
+    r.algorithm.bucket_size = a.at("bucket_size").get<int64_t>();  // bytes: check_sizes normalised it
+  }
   r.algorithm.kwargs = json::object();
   for (auto it = a.begin(); it != a.end(); ++it)
     if (it.key() != "name" && it.key() != "flatten" && it.key() != "bucket_size") r.algorithm.kwargs[it.key()] = *it;
@@ -215,7 +219,11 @@ Recipe to_typed_recipe(const json& doc) {
   r.checkpoint.allow_data_change = c.at("allow_data_change").get<bool>();
   r.checkpoint.resume = c.at("resume").get<std::string>();
 
-  r.output.dir = doc.at("output").at("dir").get<std::string>();
+  const json& o = doc.at("output");
+  r.output.dir = o.at("dir").get<std::string>();
+  r.output.trace = o.at("trace").get<bool>();
+  r.output.trace_from_step = o.at("trace_from_step").get<int64_t>();
+  r.output.trace_steps = o.at("trace_steps").get<int64_t>();
   return r;
 }
 

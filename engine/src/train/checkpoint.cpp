@@ -228,7 +228,7 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
                      const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                      const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
-                     const nlohmann::json& plan) {
+                     const nlohmann::json& plan, int64_t tuned_bucket_bytes) {
   const bool leader = group->rank() == 0;
   const int world = group->size();
   const fs::path final_dir = fs::path(dir) / step_name(pos.step);
@@ -321,6 +321,8 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
                              {"optimizers", optimizers.size()},
                              {"files", files}};
       if (!plan.is_null()) meta["data"] = plan;
+      // bucket_size: auto's choice, so a resume keeps the same buckets.
+      if (tuned_bucket_bytes > 0) meta["tuned_bucket_bytes"] = tuned_bucket_bytes;
       write_text(tmp / "meta.json", meta.dump(2) + "\n");
       fsync_path(tmp);
       bagua::compat::remove_all(final_dir);

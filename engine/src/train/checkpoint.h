@@ -68,7 +68,7 @@ void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& 
                      const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                      const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
-                     const nlohmann::json& plan = nullptr);
+                     const nlohmann::json& plan = nullptr, int64_t tuned_bucket_bytes = 0);
 
 // This rank's part of checkpoint `where` (after with_bagua, which
 // broadcasts rank 0's state): RNG, algorithm state, and its own parameters,

@@ -71,6 +71,12 @@ void RunLog::step(const StepRecord& r) {
   }
 }
 
+void RunLog::record(const std::string& json_object) {
+  if (!enabled_) return;
+  metrics_ << json_object << "\n";
+  metrics_.flush();
+}
+
 void RunLog::eval(const EvalRecord& r) {
   if (!enabled_) return;
   nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}, {"eval_loss", r.eval_loss},

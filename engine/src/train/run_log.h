@@ -44,6 +44,9 @@ class RunLog {
   RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
+  // Any other record (one JSON object, already serialised), e.g. the
+  // bucket autotune's choice.
+  void record(const std::string& json_object);
   // Progress between records (terminal only): redraws the bar.
   void tick(int64_t step, int64_t epoch);
   // A line for the user (ends any bar first).

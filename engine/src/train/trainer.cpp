@@ -11,6 +11,7 @@
 #include "train/progress_reporter.h"
 #include "train/components.h"
 #include "train/run_log.h"
+#include "train/step_trace.h"
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
@@ -297,6 +298,8 @@ class Worker {
   std::vector<std::pair<std::string, at::Tensor>> params_, buffers_;
   train::BuiltOptimizers built_;
   ProcessGroupPtr control_;
+  // Declared before the module, so it outlives the module's callbacks into it.
+  std::unique_ptr<train::StepTrace> trace_ = std::make_unique<train::StepTrace>();
   std::shared_ptr<BaguaModule> ddp_;
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<train::RunLog> log_;
@@ -306,6 +309,8 @@ class Worker {
   int64_t nonfinite_skips_ = 0;  // steps skipped under train.on_nonfinite: skip_step
   int64_t gpu_clean_step_ = 0;   // on a GPU: the last step known finite (check_gpu_nonfinite)
   bool finishing_ = false;  // training is over: background work stays stopped
+  int64_t tuned_bucket_bytes_ = 0;  // bucket_size: auto's choice (once made, or from the checkpoint)
+  void report_autotune();
 
   // Stop votes, on a group of their own: synchronous algorithms read the
   // answer to the vote of one step ago; async ones only when it is in.
@@ -319,10 +324,12 @@ class Worker {
   double window_samples_ = 0, window_steps_ = 0;
   int64_t window_bytes_start_ = 0;
   std::chrono::steady_clock::time_point window_start_;
-  // Step and phase, for bagua run's stall watch.
+  // Step and phase, for bagua run's stall watch, and the trace's spans
+  // (named after the phase unless `label` says more).
   std::unique_ptr<train::ProgressReporter> progress_;
-  void phase(train::Phase p) {
+  void phase(train::Phase p, const char* label = nullptr) {
     if (progress_) progress_->phase(p);
+    trace_->phase(label ? label : train::phase_name(p));
   }
 };
 
@@ -390,6 +397,9 @@ void Worker::resume() {
     train::check_data_plan(meta.value("data", nlohmann::json()), train::data_plan(recipe_, train_data_->size()),
                            outcome_.resumed_from, recipe_.checkpoint.allow_data_change);
     pos_ = *resumed;
+    if (meta.contains("tuned_bucket_bytes") && meta["tuned_bucket_bytes"].is_number_integer()) {
+      tuned_bucket_bytes_ = meta["tuned_bucket_bytes"].get<int64_t>();
+    }
   }
 }
 
@@ -397,6 +407,11 @@ void Worker::wrap() {
   WithBaguaOptions wopts;
   wopts.do_flatten = recipe_.algorithm.flatten;
   wopts.bucket_bytes = recipe_.algorithm.bucket_size;
+  if (recipe_.algorithm.bucket_size_auto) {
+    // A resumed run keeps the size tuned before; a fresh one tunes.
+    if (tuned_bucket_bytes_ > 0) wopts.bucket_bytes = tuned_bucket_bytes_;
+    else wopts.autotune_buckets = true;
+  }
   wopts.parameters_to_ignore = recipe_.model.ignore_params;
   wopts.step_counter = pos_.step;  // one forward per optimizer step: a resumed run continues the count
   AlgorithmBuildContext context;
@@ -491,6 +506,12 @@ void Worker::plan() {
 
   log_ = std::make_unique<train::RunLog>((out_dir_ / "metrics.jsonl").string(), rank_ == 0, total_,
                                          !outcome_.resumed_from.empty(), pos_.step);
+  if (recipe_.output.trace) {
+    trace_ = std::make_unique<train::StepTrace>(
+        rank_, recipe_.output.trace_from_step, recipe_.output.trace_steps,
+        (out_dir_ / "trace" / ("rank-" + std::to_string(rank_) + ".json")).string());
+    ddp_->set_trace([t = trace_.get()](const TraceEvent& e) { t->on_module_event(e); });
+  }
   if (rank_ != 0) return;
   std::ofstream(out_dir_ / "recipe.resolved.yaml") << resolved_recipe_yaml(recipe_);
   log_->say("bagua run " + recipe_.name + ": " + std::to_string(world_) + " workers on " +
@@ -502,6 +523,13 @@ void Worker::plan() {
   for (const auto& name : built_.unassigned) log_->say("note: parameter " + name + " is in no optimizer: it stays fixed");
   if (!outcome_.resumed_from.empty()) {
     log_->say("resumed from " + outcome_.resumed_from + " at step " + std::to_string(pos_.step));
+  }
+  if (recipe_.output.trace) {
+    const int64_t from = recipe_.output.trace_from_step, to = from + recipe_.output.trace_steps - 1;
+    log_->say("tracing steps " + std::to_string(from) + "-" + std::to_string(to) + " into " +
+              (out_dir_ / "trace").string() + "/rank-N.json" +
+              (from > total_ ? " (WARNING: the run has only " + std::to_string(total_) + " steps: nothing will be traced)"
+                             : ""));
   }
 }
 
@@ -518,7 +546,8 @@ void Worker::save(const train::Position& at) {
   }
   with_average_model([&] {
     train::save_checkpoint(ckpt_dir_.string(), at, recipe_, params_, buffers_, built_.optimizers, control_,
-                           recipe_.checkpoint.keep, rank, train::data_plan(recipe_, train_data_->size()));
+                           recipe_.checkpoint.keep, rank, train::data_plan(recipe_, train_data_->size()),
+                           tuned_bucket_bytes_);
   });
   side_work_end();
 }
@@ -690,6 +719,29 @@ void Worker::check_gpu_nonfinite() {
 
 // Logs the window since the last record (one allreduce over the ranks) or
 // redraws the progress bar.
+// bucket_size: auto: once the module has chosen, says what it tried and
+// chose (log and metrics.jsonl), and keeps the choice for checkpoints.
+void Worker::report_autotune() {
+  if (tuned_bucket_bytes_ > 0 || !ddp_->autotune_result()) return;
+  const AutotuneResult& r = *ddp_->autotune_result();
+  tuned_bucket_bytes_ = r.chosen_bucket_bytes;
+  nlohmann::json trials = nlohmann::json::array();
+  std::string tried;
+  for (const auto& t : r.trials) {
+    trials.push_back({{"bucket_bytes", t.bucket_bytes}, {"buckets", t.buckets}, {"step_s", t.step_seconds}});
+    char line[96];
+    std::snprintf(line, sizeof(line), "%s%lld B (%lld bucket%s) %.2f ms", tried.empty() ? "" : ", ",
+                  static_cast<long long>(t.bucket_bytes), static_cast<long long>(t.buckets), t.buckets == 1 ? "" : "s",
+                  t.step_seconds * 1e3);
+    tried += line;
+  }
+  log_->record(nlohmann::json({{"step", pos_.step},
+                               {"autotune", {{"bucket_bytes", r.chosen_bucket_bytes}, {"trials", trials}}}})
+                   .dump());
+  log_->say("bucket_size auto: chose " + std::to_string(r.chosen_bucket_bytes) + " bytes per bucket after step " +
+            std::to_string(r.at_step) + "; tried (median step of the slowest worker): " + tried);
+}
+
 void Worker::record_step(int64_t epoch, int64_t samples) {
   window_steps_ += 1;
   window_samples_ += static_cast<double>(samples);
@@ -730,7 +782,8 @@ void Worker::loop() {
     for (; b < static_cast<int64_t>(batches.size()) && pos_.step < total_; ++b) {
       maybe_inject_fault(rank_, pos_.step);
       progress_->step(pos_.step);
-      phase(train::Phase::kCoordination);
+      trace_->begin_step(pos_.step + 1);
+      phase(train::Phase::kCoordination, "control: stop vote");
       if (stop_requested_by_any_rank()) {
         pos_.epoch = epoch;
         pos_.batch_in_epoch = b;
@@ -740,14 +793,14 @@ void Worker::loop() {
         outcome_.stopped = true;
         return;
       }
-      phase(train::Phase::kData);
+      phase(train::Phase::kData, "data");
       Batch data_batch = to_device(train_data_->get_batch(batches[b]), device_);
       for (size_t i = 0; i < built_.optimizers.size(); ++i) {
         train::set_lr(*built_.optimizers[i],
                       train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], pos_.step, total_));
       }
       ddp_->zero_grad();
-      phase(train::Phase::kForward);
+      phase(train::Phase::kForward, "forward");
       maybe_inject_stop(rank_, pos_.step);
       at::Tensor loss = recipe_.model.loss == Loss::kModel
                             ? forward_output(module_, ddp_.get(), {data_batch.input, data_batch.target})
@@ -755,16 +808,17 @@ void Worker::loop() {
                                                   forward_output(module_, ddp_.get(), {data_batch.input}),
                                                   data_batch.target);
       loss = maybe_inject_nan(rank_, pos_.step, loss);
-      phase(train::Phase::kBackward);
+      phase(train::Phase::kBackward, "backward");  // with the communication it overlaps and waits for
       loss.backward();
-      phase(train::Phase::kOptimizer);
+      phase(train::Phase::kOptimizer, "optimizer");
       const bool skip = nonfinite_step(loss, epoch, b, batches[b]);  // throws under on_nonfinite: stop
       if (!skip) ddp_->step();
       ++pos_.step;
       progress_->step(pos_.step);
-      phase(train::Phase::kCoordination);
+      phase(train::Phase::kCoordination, "metrics");
       if (!skip) window_loss_sum_.add_(loss.detach().to(torch::kDouble));
       record_step(epoch, static_cast<int64_t>(batches[b].size()));
+      report_autotune();
       const bool epoch_ends = b + 1 == static_cast<int64_t>(batches.size());
       if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kSteps &&
           pos_.step % recipe_.train.eval_every.steps == 0) {
@@ -773,6 +827,7 @@ void Worker::loop() {
       if (recipe_.checkpoint.every_steps && pos_.step % *recipe_.checkpoint.every_steps == 0 && pos_.step < total_) {
         save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0} : train::Position{pos_.step, epoch, b + 1});
       }
+      trace_->end_step();
     }
     if (b < static_cast<int64_t>(batches.size())) {  // max_steps reached inside the epoch
       pos_.epoch = epoch;

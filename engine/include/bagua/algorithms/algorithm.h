@@ -107,6 +107,11 @@ class AlgorithmImpl {
   // send weights (marked ready elsewhere) return false.
   virtual bool communicates_during_backward() const { return true; }
 
+  // True when per-bucket state lives across steps (copies of the peers'
+  // weights, a background averaging loop): the buckets then cannot be
+  // rebuilt mid-training, so bucket autotune is refused. Default false.
+  virtual bool keeps_bucket_state() const { return false; }
+
   // From autograd, when the gradient of the parameter behind registered
   // tensor `index` of `bucket` has been accumulated. Return true to mark
   // that tensor ready for communication. Default: true (the tensor is the
