@@ -45,29 +45,15 @@ struct BaguaModule::Internals {
 
 namespace {
 
-// How many buckets make_buckets would make of these tensors (in this
-// order) at `cap` bytes per bucket: one open bucket per dtype and device.
+// How many buckets make_buckets would make of these tensors at `cap`
+// bytes per bucket (unflattened: nothing is allocated).
 int64_t count_buckets(const std::vector<std::shared_ptr<Bucket>>& buckets, int64_t cap) {
-  struct Open {
-    bool any = false;
-    int64_t bytes = 0;
-  };
-  std::map<std::pair<at::ScalarType, std::string>, Open> open;
-  int64_t n = 0;
-  for (const auto& b : buckets) {
-    for (const auto& t : b->tensors()) {
-      const int64_t bytes = t.numel() * static_cast<int64_t>(c10::elementSize(t.dtype));
-      Open& o = open[{t.dtype, t.device.str()}];
-      if (o.any && o.bytes + bytes > cap) {
-        ++n;
-        o = Open{};
-      }
-      o.any = true;
-      o.bytes += bytes;
-    }
-  }
-  for (const auto& [key, o] : open) n += o.any ? 1 : 0;
-  return n;
+  std::vector<BaguaTensor> tensors;
+  for (const auto& b : buckets) tensors.insert(tensors.end(), b->tensors().begin(), b->tensors().end());
+  BucketOptions options;
+  options.bucket_bytes = cap;
+  options.flatten = false;
+  return static_cast<int64_t>(make_buckets(tensors, options).size());
 }
 
 }  // namespace

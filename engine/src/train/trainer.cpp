@@ -623,11 +623,23 @@ bool Worker::nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch
   // waits anyway (check_gpu_nonfinite). A non-finite gradient makes the
   // weights, and so the next step's loss, non-finite.
   if (device_.is_cuda() && !skip_mode) return false;
-  std::vector<at::Tensor> checks{loss.detach().isfinite().all()};
+  // A sum is non-finite when a term is, so one sum per tensor (no
+  // allocation, one vectorised pass) clears almost every step; only when the
+  // total is not finite (a NaN or infinity, or finite values that overflow
+  // it) does the exact element check run. isfinite() on every gradient cost
+  // 4 ms of a 14 ms step on a 1.8 M-parameter MLP; the sums cost 0.1 ms.
+  std::vector<at::Tensor> sums{loss.detach().sum().to(at::kDouble)};
   for (const auto& [name, p] : params_) {
-    if (p.grad().defined()) checks.push_back(p.grad().isfinite().all());
+    if (p.grad().defined()) sums.push_back(p.grad().sum().to(at::kDouble));
   }
-  bool bad = !at::stack(checks).all().item<bool>();
+  bool bad = !std::isfinite(at::stack(sums).sum().item<double>());
+  if (bad) {
+    std::vector<at::Tensor> checks{loss.detach().isfinite().all()};
+    for (const auto& [name, p] : params_) {
+      if (p.grad().defined()) checks.push_back(p.grad().isfinite().all());
+    }
+    bad = !at::stack(checks).all().item<bool>();
+  }
   if (skip_mode && algorithm_->traits.synchronous) {
     at::Tensor any = torch::tensor({bad ? 1.0f : 0.0f});
     allreduce(any, ReduceOp::MAX, control_);
