@@ -1,17 +1,30 @@
 #!/usr/bin/python3
-"""bagua run (gradient_allreduce) versus PyTorch DDP on Gloo, in one run.
+"""bagua run (gradient_allreduce) versus PyTorch DDP on Gloo, side by side.
 
-    /usr/bin/python3 bench/vs_ddp.py [--repeats 3] [--steps 300] [--warmup 50]
+    /usr/bin/python3 bench/vs_ddp.py [--rounds 5] [--workers 2] [--steps 300] [--short 60]
+    sudo /usr/bin/python3 bench/vs_ddp.py --link 1gbit     # over a loopback limited to 1 Gbit/s
 
 Both train the same TorchScript MLP 784-1024-1024-10 on Fashion-MNIST with
 workers of 1 thread each, batch 64 per worker, SGD (lr 0.05, momentum 0.9),
-the same DistributedSampler order. For 1 and 2 workers, each framework runs
-`--repeats` times, alternating; the figure is the median of samples/s (all
-workers together) over the steps after the warm-up. Prints the table, the
-bagua/DDP ratio and each framework's scaling efficiency from 1 to 2 workers.
-Build bagua first (scripts/build.sh).
+the same DistributedSampler order; DDP's workers are started per rank
+(Debian's torchrun is broken). Each round runs, alternating, bagua and DDP
+for --steps steps and again for --short steps. Two measurements per round:
+
+  whole command  the difference in wall time between the long and the short
+                 run of the whole command, over the difference in steps: the
+                 steady-state cost of a step with nothing left out (start-up
+                 cancels out);
+  in loop        what each framework reports over the steps after the
+                 warm-up (bagua: metrics.jsonl; DDP: timed in its loop).
+
+Prints samples/s (all workers together): the median over the rounds with
+the range, and bagua/DDP. --link RATE runs everything in a network namespace
+of its own whose loopback is limited to RATE with tc's token bucket filter
+(needs root; the namespace is removed at exit). Build bagua first
+(scripts/build.sh).
 """
 import argparse
+import atexit
 import json
 import os
 import socket
@@ -19,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 from torch import nn
@@ -26,6 +40,7 @@ from torch import nn
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAGUA = os.path.join(ROOT, "build", "cli", "bagua")
 FMNIST = "/usr/share/datasets/fashion-mnist/"
+PREFIX = []  # ["ip", "netns", "exec", NS] under --link
 
 
 def export_model(path):
@@ -41,8 +56,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def limit_loopback(rate):
+    """A network namespace whose loopback sends at `rate`; returns its name."""
+    ns = f"bagua-vsddp-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    atexit.register(lambda: subprocess.run(["ip", "netns", "del", ns], check=False))
+    subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+    subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "1mb",
+                    "latency", "100ms"], check=True)
+    return ns
+
+
 def run_bagua(tmp, model, workers, steps, warmup, batch):
-    out = os.path.join(tmp, f"bagua-{workers}")
+    """(wall seconds of the whole command, in-loop samples/s)."""
+    out = os.path.join(tmp, f"bagua-{workers}-{steps}")
     recipe = os.path.join(tmp, "bench.yaml")
     with open(recipe, "w") as f:
         f.write(f"""name: bench
@@ -55,59 +82,77 @@ algorithm: {{name: gradient_allreduce}}
 train: {{epochs: 1, max_steps: {steps}, log_every_steps: {warmup}, eval_every: never, threads: 1}}
 checkpoint: {{resume: never, every_steps: 1000000}}
 """)
-    subprocess.run([BAGUA, "run", recipe, "--nproc-per-node", str(workers), "--set", f"output.dir={out}"],
+    begin = time.perf_counter()
+    subprocess.run(PREFIX + [BAGUA, "run", recipe, "--nproc-per-node", str(workers), "--set", f"output.dir={out}"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env=dict(os.environ, OMP_NUM_THREADS="1"))
+    wall = time.perf_counter() - begin
     records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
-    first = next(r for r in records if r["step"] == warmup)
+    first = next(r for r in records if r.get("step") == warmup)
     last = records[-1]
-    return (last["step"] - first["step"]) * batch * workers / (last["time"] - first["time"])
+    return wall, (last["step"] - first["step"]) * batch * workers / (last["time"] - first["time"])
 
 
 def run_ddp(model, workers, steps, warmup, batch):
+    """(wall seconds of the whole command, in-loop samples/s)."""
     port = free_port()
     procs = []
+    begin = time.perf_counter()
     for rank in range(workers):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "bench", "ddp_worker.py"), model,
-                                       str(steps), str(warmup), str(batch)],
+        procs.append(subprocess.Popen(PREFIX + ["/usr/bin/python3", os.path.join(ROOT, "bench", "ddp_worker.py"),
+                                                model, str(steps), str(warmup), str(batch)],
                                       env=env, stdout=subprocess.PIPE, text=True))
     outs = [p.communicate()[0] for p in procs]
+    wall = time.perf_counter() - begin
     if any(p.returncode for p in procs):
         raise RuntimeError("a DDP worker failed")
-    return json.loads(outs[0].strip().splitlines()[-1])["samples_per_s"]
+    return wall, json.loads(outs[0].strip().splitlines()[-1])["samples_per_s"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=300, help="steps of the long run")
+    ap.add_argument("--short", type=int, default=60, help="steps of the short run (whole-command measurement)")
+    ap.add_argument("--warmup", type=int, default=50, help="steps left out of the in-loop figure")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--link", metavar="RATE", help="limit the loopback to RATE (tc rate, e.g. 1gbit); needs root")
     args = ap.parse_args()
+    if args.short >= args.steps or args.warmup >= args.steps:
+        ap.error("--short and --warmup must be below --steps")
+    if args.link:
+        PREFIX.extend(["ip", "netns", "exec", limit_loopback(args.link)])
+    w = args.workers
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "mlp.pt")
         export_model(model)
-        results = {}
-        for workers in (1, 2):
-            for name in ("bagua", "ddp"):
-                results[(name, workers)] = []
-            for rep in range(args.repeats):
-                results[("bagua", workers)].append(run_bagua(tmp, model, workers, args.steps, args.warmup, args.batch))
-                results[("ddp", workers)].append(run_ddp(model, workers, args.steps, args.warmup, args.batch))
-                print(f"  workers={workers} repeat {rep + 1}: bagua {results[('bagua', workers)][-1]:.0f}, "
-                      f"ddp {results[('ddp', workers)][-1]:.0f} samples/s", file=sys.stderr)
-        med = {k: statistics.median(v) for k, v in results.items()}
-        print(f"MLP 784-1024-1024-10, Fashion-MNIST, batch {args.batch}/worker, 1 thread/worker, "
-              f"{args.steps} steps ({args.warmup} warm-up), median of {args.repeats}")
-        print(f"{'workers':>8} {'bagua samples/s':>16} {'DDP samples/s':>14} {'bagua/DDP':>10}")
-        for workers in (1, 2):
-            print(f"{workers:>8} {med[('bagua', workers)]:>16.0f} {med[('ddp', workers)]:>14.0f} "
-                  f"{med[('bagua', workers)] / med[('ddp', workers)]:>10.2f}")
-        for name in ("bagua", "ddp"):
-            eff = med[(name, 2)] / (2 * med[(name, 1)])
-            print(f"scaling efficiency 1->2 workers, {name}: {eff:.2f}")
+        whole = {"bagua": [], "ddp": []}
+        loop = {"bagua": [], "ddp": []}
+        for rnd in range(args.rounds):
+            walls = {}
+            for name, fn in (("bagua", lambda s: run_bagua(tmp, model, w, s, min(args.warmup, args.short - 1), args.batch)),
+                             ("ddp", lambda s: run_ddp(model, w, s, min(args.warmup, args.short - 1), args.batch))):
+                long_wall, in_loop = fn(args.steps)
+                short_wall, _ = fn(args.short)
+                walls[name] = (long_wall, short_wall)
+                per_step = (long_wall - short_wall) / (args.steps - args.short)
+                whole[name].append(args.batch * w / per_step)
+                loop[name].append(in_loop)
+            print(f"  round {rnd + 1}: whole command bagua {whole['bagua'][-1]:.0f} / DDP {whole['ddp'][-1]:.0f}, "
+                  f"in loop bagua {loop['bagua'][-1]:.0f} / DDP {loop['ddp'][-1]:.0f} samples/s", file=sys.stderr)
+    where = f"loopback limited to {args.link}" if args.link else "loopback"
+    print(f"MLP 784-1024-1024-10, Fashion-MNIST, {w} workers x 1 thread, batch {args.batch}/worker, {where}; "
+          f"{args.rounds} alternating rounds of {args.steps}- and {args.short}-step runs")
+    print(f"{'measurement':<15} {'bagua samples/s':>24} {'DDP samples/s':>24} {'bagua/DDP':>22}")
+    for label, data in (("whole command", whole), ("in loop", loop)):
+        ratios = [b / d for b, d in zip(data["bagua"], data["ddp"])]
+        cell = lambda v: f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
+        rcell = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+        print(f"{label:<15} {cell(data['bagua']):>24} {cell(data['ddp']):>24} {rcell:>22}")
+    print("(median over the rounds, range in brackets; bagua/DDP is the median of the per-round ratios)")
     return 0
 
 
