@@ -4,6 +4,7 @@
 // train as that worker.
 #include "command.h"
 
+#include <bagua/data.h>
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 #include <bagua/recipe.h>
@@ -144,7 +145,10 @@ int run_as_worker(const Recipe& recipe) {
 
 int launch_workers(const Recipe& recipe, const RunFlags& flags) {
   check_supported(recipe);
-  check_data(recipe);  // bad data fails here, before any worker starts
+  // Bad data fails here, before any worker starts; IDX images inflated for
+  // the check stay in memory the workers share (one copy per node).
+  static SharedData shared_data;  // lives until exit: the workers outlive this function's scope
+  check_data(recipe, &shared_data);
   const auto& d = recipe.distributed;
   static OutputLock lock;  // held until this process (and its workers) exit
   if (auto busy = lock.acquire(recipe.output.dir, d.node_rank)) {
@@ -178,6 +182,7 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
     opts.master_port = store->port();
   }
   opts.extra_env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  if (std::string shared = shared_data.env_value(); !shared.empty()) opts.extra_env[kSharedDataEnv] = shared;
   opts.watch_progress = true;
   opts.stall_timeout = std::chrono::seconds(d.timeout_s);
   opts.stall_warning = std::chrono::seconds(d.stall_warning_s);

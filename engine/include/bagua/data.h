@@ -1,4 +1,4 @@
-// Datasets and the distributed sampler.
+// Datasets and samplers.
 //
 // load_dataset() reads a whole data source (recipe `data.train` /
 // `data.eval`) into memory and checks every record before returning, so bad
@@ -29,8 +29,10 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bagua {
@@ -56,6 +58,9 @@ TargetKind target_kind_for(Loss loss);
 struct Batch {
   at::Tensor input;
   at::Tensor target;
+  // Elements of `input` that are padding (jsonl token sequences padded to
+  // the longest in the batch); 0 for data that is never padded.
+  int64_t padding = 0;
 };
 
 class Dataset {
@@ -82,16 +87,75 @@ class Dataset {
   // 0 for kFloat targets.
   virtual int64_t num_classes() const = 0;
 
+  // Each sample's complexity, read from LoadOptions::complexity_field (a
+  // number, or a list's length); empty when no field was asked for.
+  const std::vector<double>& complexities() const { return complexities_; }
+  // Loaders set them (as may a C++ dataset of one's own, for the
+  // load_balancing sampler); one per sample.
+  void set_complexities(std::vector<double> complexities) { complexities_ = std::move(complexities); }
+
   // Bytes the loaded samples occupy in memory (what each worker holds; the
   // data is not sharded). The formats report their own storage (IDX keeps
   // pixels as bytes, JSONL sequences unpadded); the default, for other
   // datasets, is size() times one sample as get_batch() returns it.
   virtual int64_t memory_bytes() const;
+
+ private:
+  std::vector<double> complexities_;
 };
+
+// What a loader reads besides inputs and targets.
+struct LoadOptions {
+  // csv column or jsonl field holding each sample's complexity (for the
+  // load_balancing sampler): a non-negative number, or a list, whose
+  // complexity is its length. Empty: none. A missing field, or a value of
+  // another kind, is a DataError naming the line. Other formats have no
+  // fields: asking for one there is a DataError.
+  std::string complexity_field;
+};
+
+// The options a recipe's data section asks of its training set.
+LoadOptions load_options_for(const DataSpec& spec);
 
 // Loads the whole source into memory, fully checking it. Throws DataError
 // on any bad data (and on a file that cannot be read).
-std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind target_kind);
+std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind target_kind,
+                                      const LoadOptions& options = {});
+
+// IDX images that `bagua run`'s launcher inflated once into memory it
+// shares with the workers it starts (memfd_create, inherited across exec;
+// the workers find them through the BAGUA_SHARED_DATA variable, "FD PATH"
+// per line), so a node holds one copy of the pixels whatever its number of
+// workers. load_dataset() maps a shared file read-only instead of reading
+// its path. The descriptors close at destruction; the memory is freed when
+// the last process that maps it exits.
+class SharedData {
+ public:
+  SharedData() = default;
+  ~SharedData();
+  SharedData(const SharedData&) = delete;
+  SharedData& operator=(const SharedData&) = delete;
+  // Takes ownership of `fd`, which holds `path`'s inflated contents.
+  void add(const std::string& path, int fd);
+  // BAGUA_SHARED_DATA's value for the workers (empty when nothing is shared).
+  std::string env_value() const;
+
+ private:
+  std::vector<std::pair<std::string, int>> files_;
+};
+
+inline constexpr const char* kSharedDataEnv = "BAGUA_SHARED_DATA";
+
+// What `bagua run` checks before it starts any worker, without loading the
+// data set: files that open; IDX headers, sizes and gzip streams (the
+// images streamed through, not kept); the first MiB of csv and jsonl files
+// parsed as load_dataset() would, with the complexity field; tensors files
+// are loaded (a pickle is only checked by reading it). Returns a one-line description. Errors deeper in a file are
+// found by each worker's load_dataset() (a DataError, exit 2, not retried).
+// With `share`, the IDX images streamed through are kept in a SharedData
+// file rather than dropped.
+std::string check_dataset(const DataSource& source, TargetKind target_kind, const LoadOptions& options = {},
+                          SharedData* share = nullptr);
 
 // torch.utils.data.DistributedSampler, exactly. For epoch e:
 //   - shuffle: the order is randperm(n) from a CPU generator seeded with
@@ -118,6 +182,8 @@ class DistributedSampler {
 
   // This rank's indices for the current epoch, in order.
   std::vector<int64_t> indices() const;
+  // Rank `rank`'s indices for the current epoch.
+  std::vector<int64_t> indices_for(int rank) const;
 
  private:
   int64_t dataset_size_;
@@ -129,6 +195,114 @@ class DistributedSampler {
   int64_t epoch_ = 0;
   int64_t num_samples_;
 };
+
+// Bagua's LoadBalancingDistributedSampler: in each step every rank gets
+// samples of similar complexity. For epoch e:
+//   - samples are sorted by complexity (stable: ties keep index order);
+//     with shuffle, a CPU generator seeded with seed + e first adds
+//     randint(int((max - min) * random_level + 1)) to each complexity
+//     (torch.randint, one draw per sample, in index order);
+//   - the sorted list is cut into chunks of num_replicas consecutive
+//     samples, num_samples chunks (wrapping around to the list's start to
+//     fill the last ones);
+//   - with shuffle the chunks are visited in randperm(num_samples) order
+//     (same generator), otherwise in order; rank r takes element r of each.
+// num_samples is DistributedSampler's. With drop_last, the chunks cover
+// the num_samples * num_replicas least complex samples (after the noise).
+// Throws InvalidArgument for an empty complexity list, a negative or
+// non-finite complexity, random_level outside [0, 1], num_replicas < 1 or
+// a rank outside [0, num_replicas).
+class LoadBalancingDistributedSampler {
+ public:
+  LoadBalancingDistributedSampler(std::vector<double> complexity, int num_replicas, int rank, bool shuffle,
+                                  uint64_t seed, bool drop_last, double random_level);
+
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  int64_t num_samples() const { return num_samples_; }
+  int64_t total_size() const { return num_samples_ * num_replicas_; }
+  int num_replicas() const { return num_replicas_; }
+  bool drop_last() const { return drop_last_; }
+
+  // This rank's indices for the current epoch.
+  std::vector<int64_t> indices() const { return indices_for(rank_); }
+  std::vector<int64_t> indices_for(int rank) const;
+  // Every rank's indices for the current epoch (one shuffle): [rank][i].
+  std::vector<std::vector<int64_t>> all_indices() const;
+
+ private:
+  std::vector<double> complexity_;
+  int num_replicas_;
+  int rank_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t epoch_ = 0;
+  int64_t num_samples_;
+  int64_t random_number_;
+};
+
+// Bagua's LoadBalancingDistributedBatchSampler: each rank's indices from
+// `sampler` cut by `batch_fn` into batches; with drop_last every rank keeps
+// as many batches as the rank with the fewest, otherwise every rank repeats
+// its own batches from the first until it has as many as the rank with the
+// most. `sampler` must not drop_last (as in Bagua).
+class LoadBalancingDistributedBatchSampler {
+ public:
+  using BatchFn = std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)>;
+  LoadBalancingDistributedBatchSampler(LoadBalancingDistributedSampler sampler, BatchFn batch_fn, int rank,
+                                       bool drop_last = false);
+
+  void set_epoch(int64_t epoch) { sampler_.set_epoch(epoch); }
+  // Every rank's batches for the current epoch: [rank][batch].
+  std::vector<std::vector<std::vector<int64_t>>> all_batches() const;
+  // This rank's.
+  std::vector<std::vector<int64_t>> batches() const { return all_batches().at(rank_); }
+
+ private:
+  LoadBalancingDistributedSampler sampler_;
+  BatchFn batch_fn_;
+  int rank_;
+  bool drop_last_;
+};
+
+// A batch_fn for the batch sampler: consecutive batches of `indices`, each
+// as long as (samples in it) x (largest complexity in it) <= budget and it
+// holds at most max_samples; a sample over the budget on its own is a
+// batch of one. Throws InvalidArgument for budget < 1 or max_samples < 1.
+std::vector<std::vector<int64_t>> batches_within_budget(const std::vector<int64_t>& indices,
+                                                        const std::vector<double>& complexity, double budget,
+                                                        int64_t max_samples);
+
+// What the trainer asks of a sampler: each rank's batches, epoch by epoch.
+// Every rank gets the same number of batches in an epoch. Implementations
+// are stateless (the epoch is an argument), so any rank's batches can be
+// asked for: a report naming another rank's samples does so.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // Rank `rank`'s batches in epoch `epoch`, in order.
+  virtual std::vector<std::vector<int64_t>> batches(int64_t epoch, int rank) const = 0;
+  // Batches per rank in epoch `epoch`.
+  virtual int64_t num_batches(int64_t epoch) const = 0;
+  // Samples per rank and epoch (the sum of the batch sizes; for variable
+  // batches, of epoch `epoch`).
+  virtual int64_t samples_per_rank(int64_t epoch) const = 0;
+  // "distributed (shuffle, seed 0)", "load_balancing on 'length' ...".
+  virtual std::string describe() const = 0;
+};
+
+// The sampler `spec.sampler` names over `train` for `num_replicas` ranks:
+//   distributed      DistributedSampler, batches of spec.batch_size
+//   load_balancing   LoadBalancingDistributedSampler over
+//                    train.complexities(), batches of spec.batch_size, or,
+//                    with sampler.batch_complexity, the batch sampler with
+//                    batches_within_budget (drop_last is then the batch
+//                    sampler's).
+// The last batch of an epoch may be smaller (never dropped by the trainer).
+// Throws a user Error when load_balancing is asked for and `train` has no
+// complexities (it was loaded without load_options_for(spec)).
+std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train, int num_replicas);
 
 // Splits `indices` into consecutive batches of `batch_size`; the last batch
 // is smaller when the size does not divide, or dropped with drop_last.

@@ -115,6 +115,7 @@ struct SamplerSpec {
   bool drop_last = false;
   std::string complexity_field;  // load_balancing only
   double random_level = 0.0;     // load_balancing only
+  std::optional<int64_t> batch_complexity;  // load_balancing only: variable-size batches under this budget
 };
 
 struct CacheHost {

@@ -16,6 +16,8 @@
 
 namespace bagua {
 
+class SharedData;  // bagua/data.h
+
 struct TrainOutcome {
   int64_t steps = 0;                    // optimizer steps done in all (resumed ones included)
   int64_t epochs_completed = 0;
@@ -32,8 +34,10 @@ TrainOutcome run_worker(const Recipe& recipe);
 // something this build cannot run yet.
 void check_supported(const Recipe& recipe);
 
-// Loads every data source of the recipe once, so bad data fails before any
-// worker starts (throws DataError naming file and line or record).
-void check_data(const Recipe& recipe);
+// Checks every data source of the recipe without loading it
+// (check_dataset()), so bad data fails before any worker starts (throws
+// DataError naming file and line or record). With `share`, IDX images are
+// kept in memory for the workers to map (SharedData, bagua/data.h).
+void check_data(const Recipe& recipe, SharedData* share = nullptr);
 
 }  // namespace bagua

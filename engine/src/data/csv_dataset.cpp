@@ -48,10 +48,11 @@ struct Line {
 
 class CsvReader {
  public:
-  CsvReader(const DataSource& source, TargetKind kind) : source_(source), kind_(kind) {}
+  CsvReader(const DataSource& source, TargetKind kind, const LoadOptions& options, size_t limit)
+      : source_(source), kind_(kind), options_(options), limit_(limit) {}
 
   std::shared_ptr<Dataset> load() {
-    std::vector<char> bytes = read_file(source_.path);
+    std::vector<char> bytes = limit_ > 0 ? read_file_prefix(source_.path, limit_) : read_file(source_.path);
     std::string_view text(bytes.data(), bytes.size());
     std::vector<Line> lines;
     int number = 0;
@@ -94,6 +95,16 @@ class CsvReader {
       }
     }
     if (inputs.empty()) fail(shape_line.number, "no input columns: the file has only the target column");
+    int64_t complexity_column = -1;
+    if (!options_.complexity_field.empty()) {
+      ColumnRef ref;
+      const std::string& f = options_.complexity_field;
+      if (!source_.header && f.find_first_not_of("0123456789") == std::string::npos && f.size() < 10)
+        ref.index = std::stoll(f);
+      else
+        ref.name = f;
+      complexity_column = resolve(ref, names, "complexity_field", shape_line.number);
+    }
 
     int64_t rows = static_cast<int64_t>(lines.size() - first_data);
     int64_t width = static_cast<int64_t>(inputs.size());
@@ -101,6 +112,8 @@ class CsvReader {
     at::Tensor targets = at::empty({rows}, kind_ == TargetKind::kClassIndex ? at::kLong : at::kFloat);
     float* in = input.data_ptr<float>();
     std::vector<double> values(columns_);
+    std::vector<double> complexity;
+    if (complexity_column >= 0) complexity.resize(rows);
     for (int64_t r = 0; r < rows; ++r) {
       const Line& line = lines[first_data + r];
       std::vector<std::string_view> fields = split(line.text, source_.delimiter);
@@ -118,6 +131,12 @@ class CsvReader {
         values[c] = *v;
       }
       for (int64_t i = 0; i < width; ++i) in[r * width + i] = static_cast<float>(values[inputs[i]]);
+      if (complexity_column >= 0) {
+        complexity[r] = values[complexity_column];
+        if (complexity[r] < 0)
+          fail(line.number, "complexity_field column " + column_name(complexity_column, names) + ": '" +
+                                std::string(fields[complexity_column]) + "' is negative; expected a number >= 0");
+      }
       double t = values[target];
       if (kind_ == TargetKind::kClassIndex) {
         if (t < 0 || t != std::floor(t) || t > 9.0e15)
@@ -131,8 +150,9 @@ class CsvReader {
     }
     std::vector<int64_t> shape = sample_shape(source_.input_shape, width, source_.path);
     shape.insert(shape.begin(), rows);
-    return std::make_shared<TensorDataset>("csv " + base_name(source_.path), input.view(shape),
-                                           targets, kind_);
+    auto dataset = std::make_shared<TensorDataset>("csv " + base_name(source_.path), input.view(shape), targets, kind_);
+    if (complexity_column >= 0) dataset->set_complexities(std::move(complexity));
+    return dataset;
   }
 
  private:
@@ -175,13 +195,16 @@ class CsvReader {
 
   const DataSource& source_;
   TargetKind kind_;
+  const LoadOptions& options_;
+  size_t limit_;
   size_t columns_ = 0;
 };
 
 }  // namespace
 
-std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind) {
-  return CsvReader(source, kind).load();
+std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind, const LoadOptions& options,
+                                  size_t limit) {
+  return CsvReader(source, kind, options, limit).load();
 }
 
 }  // namespace bagua::data

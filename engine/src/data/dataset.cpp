@@ -1,6 +1,7 @@
 // load_dataset(), target_kind_for() and the pieces every format shares.
 #include "data/dataset_impl.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -22,24 +23,60 @@ TargetKind target_kind_for(Loss loss) {
   return TargetKind::kFloat;
 }
 
-std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind target_kind) {
+namespace {
+
+void refuse_fields(const DataSource& source, const LoadOptions& options) {
+  if (options.complexity_field.empty()) return;
+  const std::string file = source.format == DataFormat::kIdx ? source.images : source.path;
+  throw DataError(file + ": complexity_field '" + options.complexity_field + "' asks for a per-sample field, "
+                  "which " + (source.format == DataFormat::kIdx ? "idx" : "tensors") +
+                  " data does not have (csv columns and jsonl fields do)");
+}
+
+// How much of a text file check_dataset() reads.
+constexpr size_t kCheckBytes = 1 << 20;
+
+}  // namespace
+
+std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind target_kind, const LoadOptions& options) {
   std::shared_ptr<Dataset> dataset;
   switch (source.format) {
     case DataFormat::kIdx:
+      refuse_fields(source, options);
       dataset = data::load_idx(source, target_kind);
       break;
     case DataFormat::kCsv:
-      dataset = data::load_csv(source, target_kind);
+      dataset = data::load_csv(source, target_kind, options);
       break;
     case DataFormat::kJsonl:
-      dataset = data::load_jsonl(source, target_kind);
+      dataset = data::load_jsonl(source, target_kind, options);
       break;
     case DataFormat::kTensors:
+      refuse_fields(source, options);
       dataset = data::load_tensors(source, target_kind);
       break;
   }
   if (!dataset) throw Error("load_dataset: unknown data format");
   return dataset;
+}
+
+std::string check_dataset(const DataSource& source, TargetKind target_kind, const LoadOptions& options,
+                          SharedData* share) {
+  switch (source.format) {
+    case DataFormat::kIdx:
+      refuse_fields(source, options);
+      return data::check_idx_files(source, target_kind, share);
+    case DataFormat::kCsv:
+      return data::load_csv(source, target_kind, options, kCheckBytes)->describe();
+    case DataFormat::kJsonl:
+      return data::load_jsonl(source, target_kind, options, kCheckBytes)->describe();
+    case DataFormat::kTensors:
+      // A pickle is only checked by reading it: the one format the check
+      // loads whole.
+      refuse_fields(source, options);
+      return data::load_tensors(source, target_kind)->describe();
+  }
+  throw Error("check_dataset: unknown data format");
 }
 
 // Datasets that do not report their own storage: every sample the size of
@@ -56,6 +93,24 @@ namespace data {
 std::string base_name(const std::string& path) {
   auto slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::vector<char> read_file_prefix(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  if (size < 0) throw DataError(path + ": cannot read (is it a directory?)");
+  const bool whole = static_cast<size_t>(size) <= max_bytes;
+  std::vector<char> bytes(whole ? static_cast<size_t>(size) : max_bytes);
+  in.seekg(0, std::ios::beg);
+  if (!bytes.empty()) in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!in) throw DataError(path + ": read error");
+  if (!whole) {
+    auto last = std::find(bytes.rbegin(), bytes.rend(), '\n');
+    bytes.resize(last == bytes.rend() ? 0 : static_cast<size_t>(bytes.rend() - last));
+  }
+  return bytes;
 }
 
 std::vector<char> read_file(const std::string& path) {

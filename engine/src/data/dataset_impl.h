@@ -53,10 +53,23 @@ class TensorDataset : public Dataset {
   int64_t num_classes_ = 0;
 };
 
-// One loader per format; each returns a fully checked dataset.
+// At most the first `max_bytes` of `path`, cut after its last '\n' when the
+// file is longer (so a text check sees whole lines only).
+std::vector<char> read_file_prefix(const std::string& path, size_t max_bytes);
+
+// One loader per format; each returns a fully checked dataset. `limit`
+// (text formats) > 0 reads only the records in the file's first `limit`
+// bytes: check_dataset()'s cheap look.
 std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind);
-std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind);
-std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind);
+std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind, const LoadOptions& options,
+                                  size_t limit = 0);
+std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind, const LoadOptions& options,
+                                    size_t limit = 0);
 std::shared_ptr<Dataset> load_tensors(const DataSource& source, TargetKind kind);
+
+// check_dataset() for IDX files: headers and sizes, streaming the images
+// through without keeping them.
+// With `share`, the inflated images go into a memfd added to it.
+std::string check_idx_files(const DataSource& source, TargetKind kind, SharedData* share);
 
 }  // namespace bagua::data

@@ -33,7 +33,11 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
 
 void DistributedSampler::set_epoch(int64_t epoch) { epoch_ = epoch; }
 
-std::vector<int64_t> DistributedSampler::indices() const {
+std::vector<int64_t> DistributedSampler::indices() const { return indices_for(rank_); }
+
+std::vector<int64_t> DistributedSampler::indices_for(int rank) const {
+  if (rank < 0 || rank >= num_replicas_)
+    throw InvalidArgument("DistributedSampler: invalid rank " + std::to_string(rank));
   std::vector<int64_t> order;
   if (shuffle_) {
     at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed_ + static_cast<uint64_t>(epoch_));
@@ -54,7 +58,7 @@ std::vector<int64_t> DistributedSampler::indices() const {
   }
   std::vector<int64_t> mine;
   mine.reserve(num_samples_);
-  for (int64_t i = rank_; i < total; i += num_replicas_) mine.push_back(order[i]);
+  for (int64_t i = rank; i < total; i += num_replicas_) mine.push_back(order[i]);
   return mine;
 }
 

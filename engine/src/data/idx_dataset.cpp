@@ -7,7 +7,17 @@
 // worker holds 1 byte per pixel rather than 4.
 #include "data/dataset_impl.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <cerrno>
+#include <fstream>
+#include <functional>
+#include <optional>
 
 #include <cstdio>
 #include <cstring>
@@ -30,64 +40,105 @@ uint32_t big_endian32(const std::vector<char>& bytes, size_t offset) {
   return (b(0) << 24) | (b(1) << 16) | (b(2) << 8) | b(3);
 }
 
-bool is_gzip(const std::vector<char>& bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-         static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-// Inflates a gzip file (one or more members).
-std::vector<char> gunzip(const std::vector<char>& in, const std::string& path) {
-  std::vector<char> out;
-  // The trailer's ISIZE (size mod 2^32, little-endian) is a good first guess,
-  // when it is one: in a truncated or corrupt file those 4 bytes are anything
-  // (a cut file of 260 bytes asked for 4 GiB), so a guess beyond what
-  // deflate can inflate that much input to (at most 1032:1) is ignored.
-  if (in.size() >= 18) {
-    size_t n = in.size();
-    uint32_t isize = static_cast<uint32_t>(static_cast<unsigned char>(in[n - 4])) |
-                     (static_cast<uint32_t>(static_cast<unsigned char>(in[n - 3])) << 8) |
-                     (static_cast<uint32_t>(static_cast<unsigned char>(in[n - 2])) << 16) |
-                     (static_cast<uint32_t>(static_cast<unsigned char>(in[n - 1])) << 24);
-    constexpr uint64_t kMaxDeflateRatio = 1032;
-    if (isize <= kMaxDeflateRatio * static_cast<uint64_t>(n)) out.reserve(isize);
+// Reads `path`, inflating it first when it starts with the gzip magic 1f 8b
+// (one or more members), and hands the bytes to `sink` in pieces, so the
+// compressed file is never held whole: a check keeps only the header, a
+// load one copy of the inflated data.
+void read_idx_stream(const std::string& path, const std::function<void(const char*, size_t)>& sink) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size < 0) throw DataError(path + ": cannot read (is it a directory?)");
+  in.seekg(0, std::ios::beg);
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<char> input(kChunk);
+  auto fill = [&]() -> size_t {
+    in.read(input.data(), static_cast<std::streamsize>(input.size()));
+    if (in.bad()) throw DataError(path + ": read error");
+    return static_cast<size_t>(in.gcount());
+  };
+  size_t have = fill();
+  const bool gzip = have >= 2 && static_cast<unsigned char>(input[0]) == 0x1f &&
+                    static_cast<unsigned char>(input[1]) == 0x8b;
+  if (!gzip) {
+    while (have > 0) {
+      sink(input.data(), have);
+      have = fill();
+    }
+    return;
   }
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw Error("zlib: inflateInit2 failed");
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  constexpr size_t kChunk = 1 << 20;
+  std::vector<char> output(kChunk);
+  uint64_t consumed = 0, inflated = 0;
+  auto finish = [&] { inflateEnd(&zs); };
+  zs.next_in = reinterpret_cast<Bytef*>(input.data());
+  zs.avail_in = static_cast<uInt>(have);
+  bool output_full = false;  // the last inflate() may have more to give without new input
   for (;;) {
-    size_t have = out.size();
-    out.resize(have + kChunk);
-    zs.next_out = reinterpret_cast<Bytef*>(out.data() + have);
-    zs.avail_out = static_cast<uInt>(kChunk);
+    if (zs.avail_in == 0 && !output_full) {
+      consumed += have;
+      have = fill();
+      if (have == 0) {
+        finish();
+        throw DataError(path + ": truncated gzip stream: the compressed data ends at byte " +
+                        std::to_string(consumed) + " before the end of the stream (" + std::to_string(inflated) +
+                        " bytes inflated)");
+      }
+      zs.next_in = reinterpret_cast<Bytef*>(input.data());
+      zs.avail_in = static_cast<uInt>(have);
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(output.data());
+    zs.avail_out = static_cast<uInt>(output.size());
     int ret = inflate(&zs, Z_NO_FLUSH);
-    out.resize(have + (kChunk - zs.avail_out));
+    const size_t produced = output.size() - zs.avail_out;
+    output_full = zs.avail_out == 0;
+    inflated += produced;
+    if (produced > 0) sink(output.data(), produced);
     if (ret == Z_STREAM_END) {
-      if (zs.avail_in == 0) break;
+      if (zs.avail_in == 0) {
+        consumed += have;
+        have = fill();
+        if (have == 0) break;
+        zs.next_in = reinterpret_cast<Bytef*>(input.data());
+        zs.avail_in = static_cast<uInt>(have);
+      }
       inflateReset(&zs);  // another gzip member follows
       continue;
     }
-    if (ret == Z_OK) continue;
-    if (ret == Z_BUF_ERROR && zs.avail_in == 0) {
-      inflateEnd(&zs);
-      throw DataError(path + ": truncated gzip stream: the compressed data ends at byte " +
-                      std::to_string(in.size()) + " before the end of the stream (" +
-                      std::to_string(out.size()) + " bytes inflated)");
-    }
+    if (ret == Z_OK || (ret == Z_BUF_ERROR && zs.avail_in == 0)) continue;
     std::string why = zs.msg ? zs.msg : "error " + std::to_string(ret);
-    size_t offset = in.size() - zs.avail_in;
-    inflateEnd(&zs);
-    throw DataError(path + ": corrupt gzip data at compressed byte offset " +
-                    std::to_string(offset) + ": " + why);
+    const uint64_t offset = consumed + (have - zs.avail_in);
+    finish();
+    throw DataError(path + ": corrupt gzip data at compressed byte offset " + std::to_string(offset) + ": " + why);
   }
-  inflateEnd(&zs);
-  return out;
+  finish();
 }
 
-std::vector<char> read_idx_bytes(const std::string& path) {
-  std::vector<char> bytes = read_file(path);
-  return is_gzip(bytes) ? gunzip(bytes, path) : bytes;
+// The whole file, inflated, in one buffer (the gzip trailer's size, when
+// plausible, reserves it up front).
+std::shared_ptr<std::vector<char>> read_idx_bytes(const std::string& path) {
+  auto bytes = std::make_shared<std::vector<char>>();
+  std::ifstream probe(path, std::ios::binary);
+  if (probe) {
+    unsigned char head[2] = {0, 0}, tail[4] = {0, 0, 0, 0};
+    probe.read(reinterpret_cast<char*>(head), 2);
+    probe.seekg(0, std::ios::end);
+    const auto size = probe.tellg();
+    if (head[0] == 0x1f && head[1] == 0x8b && size >= 18) {
+      probe.seekg(static_cast<std::streamoff>(size) - 4);
+      probe.read(reinterpret_cast<char*>(tail), 4);
+      const uint32_t isize = tail[0] | (tail[1] << 8) | (tail[2] << 16) | (static_cast<uint32_t>(tail[3]) << 24);
+      // In a cut or corrupt file those 4 bytes are anything: ignore a size
+      // beyond what deflate can inflate that much input to (at most 1032:1).
+      if (isize <= 1032ull * static_cast<uint64_t>(size)) bytes->reserve(isize);
+    } else if (size > 0) {
+      bytes->reserve(static_cast<size_t>(size));
+    }
+  }
+  read_idx_stream(path, [&](const char* p, size_t n) { bytes->insert(bytes->end(), p, p + n); });
+  return bytes;
 }
 
 std::string describe_magic(uint32_t magic) {
@@ -99,19 +150,21 @@ std::string describe_magic(uint32_t magic) {
 // Checks the header of an IDX file of unsigned bytes with `dims.size()`
 // dimensions and that the payload matches it exactly; fills `dims` and
 // returns the offset of the first record.
-size_t check_idx(const std::vector<char>& bytes, const std::string& path, uint32_t magic,
+// `bytes` holds the file's first bytes (at least the header, when the file
+// is that long), `total` its inflated size.
+size_t check_idx(const std::vector<char>& bytes, uint64_t total, const std::string& path, uint32_t magic,
                  const char* what, std::vector<int64_t>& dims) {
   size_t header = 4 + 4 * dims.size();
-  if (bytes.size() < 4)
-    throw DataError(path + ": too short for an IDX header: " + std::to_string(bytes.size()) +
+  if (total < 4)
+    throw DataError(path + ": too short for an IDX header: " + std::to_string(total) +
                     " bytes");
   uint32_t found = big_endian32(bytes, 0);
   if (found != magic)
     throw DataError(path + ": not an IDX " + what + " file: expected magic " + hex32(magic) +
                     " at byte offset 0, found " + hex32(found) + describe_magic(found));
-  if (bytes.size() < header)
+  if (total < header)
     throw DataError(path + ": truncated IDX header: expected " + std::to_string(header) +
-                    " bytes, found " + std::to_string(bytes.size()));
+                    " bytes, found " + std::to_string(total));
   int64_t record = 1;
   for (size_t i = 0; i < dims.size(); ++i) {
     dims[i] = big_endian32(bytes, 4 + 4 * i);
@@ -123,16 +176,16 @@ size_t check_idx(const std::vector<char>& bytes, const std::string& path, uint32
                       " of the IDX header (byte offset " + std::to_string(4 + 4 * i) + ") is 0");
   int64_t count = dims[0];
   uint64_t expected = header + static_cast<uint64_t>(count) * static_cast<uint64_t>(record);
-  if (bytes.size() < expected) {
-    int64_t complete = static_cast<int64_t>(bytes.size() - header) / record;
+  if (total < expected) {
+    int64_t complete = static_cast<int64_t>(total - header) / record;
     throw DataError(path + ": truncated: the header declares " + std::to_string(count) + " " +
                     what + "s (" + std::to_string(expected) + " bytes), but the file ends at byte " +
-                    std::to_string(bytes.size()) + ", inside record " + std::to_string(complete) +
+                    std::to_string(total) + ", inside record " + std::to_string(complete) +
                     " (which starts at byte offset " + std::to_string(header + complete * record) +
                     ")");
   }
-  if (bytes.size() > expected)
-    throw DataError(path + ": " + std::to_string(bytes.size() - expected) +
+  if (total > expected)
+    throw DataError(path + ": " + std::to_string(total - expected) +
                     " unexpected bytes after the last of " + std::to_string(count) + " " + what +
                     "s (from byte offset " + std::to_string(expected) + ")");
   if (count == 0) throw DataError(path + ": holds no " + std::string(what) + "s");
@@ -185,31 +238,168 @@ class IdxDataset : public Dataset {
 
 }  // namespace
 
-std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind) {
-  std::vector<char> images = read_idx_bytes(source.images);
+namespace {
+
+// The first `keep` bytes and the inflated size, streaming the file through.
+std::pair<std::vector<char>, uint64_t> idx_head(const std::string& path, size_t keep) {
+  std::vector<char> head;
+  uint64_t total = 0;
+  read_idx_stream(path, [&](const char* p, size_t n) {
+    if (head.size() < keep) head.insert(head.end(), p, p + std::min(n, keep - head.size()));
+    total += n;
+  });
+  return {std::move(head), total};
+}
+
+void check_counts(const DataSource& source, int64_t images, int64_t labels) {
+  if (images != labels)
+    throw DataError(source.images + " holds " + std::to_string(images) + " images but " + source.labels +
+                    " holds " + std::to_string(labels) + " labels: expected one label per image");
+}
+
+// A memfd holding `path` inflated (not close-on-exec: the workers inherit
+// it), sealed against writes.
+int inflate_to_memfd(const std::string& path) {
+  int fd = static_cast<int>(::syscall(SYS_memfd_create, ("bagua-data:" + base_name(path)).c_str(), MFD_ALLOW_SEALING));
+  if (fd < 0) return -1;
+  bool ok = true;
+  read_idx_stream(path, [&](const char* p, size_t n) {
+    while (ok && n > 0) {
+      ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) { ok = false; break; }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  });
+  if (!ok || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    ::close(fd);
+    return -1;  // no shared copy: the workers read the file themselves
+  }
+  return fd;
+}
+
+// The fd BAGUA_SHARED_DATA names for `path`, or -1.
+int shared_fd_for(const std::string& path) {
+  const char* env = std::getenv(kSharedDataEnv);
+  if (!env) return -1;
+  std::istringstream lines(env);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto space = line.find(' ');
+    if (space == std::string::npos || line.substr(space + 1) != path) continue;
+    try {
+      return std::stoi(line.substr(0, space));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+// The shared images of `path` mapped read-only, as a byte vector's worth of
+// header and the mapping; nullopt when none is shared (or it cannot be
+// mapped: then the file is read as usual).
+struct Mapped {
+  std::vector<char> head;
+  uint64_t size = 0;
+  void* base = nullptr;
+};
+std::optional<Mapped> map_shared(const std::string& path) {
+  const int fd = shared_fd_for(path);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0) return std::nullopt;
+  void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return std::nullopt;
+  Mapped m;
+  m.size = static_cast<uint64_t>(st.st_size);
+  m.base = base;
+  const char* bytes = static_cast<const char*>(base);
+  m.head.assign(bytes, bytes + std::min<uint64_t>(m.size, 16));
+  return m;
+}
+
+}  // namespace
+}  // namespace bagua::data
+
+namespace bagua {
+
+SharedData::~SharedData() {
+  for (auto& [path, fd] : files_) ::close(fd);
+}
+
+void SharedData::add(const std::string& path, int fd) { files_.emplace_back(path, fd); }
+
+std::string SharedData::env_value() const {
+  std::string v;
+  for (const auto& [path, fd] : files_) v += std::to_string(fd) + " " + path + "\n";
+  return v;
+}
+
+}  // namespace bagua
+
+namespace bagua::data {
+
+std::string check_idx_files(const DataSource& source, TargetKind kind, SharedData* share) {
+  auto [image_head, image_total] = idx_head(source.images, 16);
   std::vector<int64_t> image_dims(3);
-  size_t image_offset = check_idx(images, source.images, kImagesMagic, "image", image_dims);
-
-  std::vector<char> labels = read_idx_bytes(source.labels);
+  check_idx(image_head, image_total, source.images, kImagesMagic, "image", image_dims);
+  auto labels = read_idx_bytes(source.labels);  // one byte per sample: small
   std::vector<int64_t> label_dims(1);
-  size_t label_offset = check_idx(labels, source.labels, kLabelsMagic, "label", label_dims);
+  size_t label_offset = check_idx(*labels, labels->size(), source.labels, kLabelsMagic, "label", label_dims);
+  check_counts(source, image_dims[0], label_dims[0]);
+  std::vector<int64_t> shape = sample_shape(source.input_shape, image_dims[1] * image_dims[2], source.images);
+  int64_t classes = 0;
+  for (int64_t i = 0; i < label_dims[0]; ++i)
+    classes = std::max<int64_t>(classes, static_cast<unsigned char>((*labels)[label_offset + i]) + 1);
+  if (share) {
+    if (int fd = inflate_to_memfd(source.images); fd >= 0) share->add(source.images, fd);
+  }
+  return "idx " + base_name(source.images) + ": " + std::to_string(image_dims[0]) + " samples, input " +
+         shape_string(shape) + " float32, " + describe_target(kind, {}, classes);
+}
 
-  if (image_dims[0] != label_dims[0])
-    throw DataError(source.images + " holds " + std::to_string(image_dims[0]) + " images but " +
-                    source.labels + " holds " + std::to_string(label_dims[0]) +
-                    " labels: expected one label per image");
+std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind) {
+  // The launcher's shared copy when it made one, else the file.
+  std::optional<Mapped> shared = map_shared(source.images);
+  std::shared_ptr<std::vector<char>> images;
+  std::vector<int64_t> image_dims(3);
+  size_t image_offset = 0;
+  if (shared) {
+    image_offset = check_idx(shared->head, shared->size, source.images, kImagesMagic, "image", image_dims);
+  } else {
+    images = read_idx_bytes(source.images);
+    image_offset = check_idx(*images, images->size(), source.images, kImagesMagic, "image", image_dims);
+  }
+
+  std::shared_ptr<std::vector<char>> labels = read_idx_bytes(source.labels);
+  std::vector<int64_t> label_dims(1);
+  size_t label_offset = check_idx(*labels, labels->size(), source.labels, kLabelsMagic, "label", label_dims);
+
+  check_counts(source, image_dims[0], label_dims[0]);
 
   int64_t n = image_dims[0];
   int64_t pixels_per_image = image_dims[1] * image_dims[2];
   std::vector<int64_t> shape = sample_shape(source.input_shape, pixels_per_image, source.images);
 
-  at::Tensor pixels = at::empty({n, pixels_per_image}, at::kByte);
-  std::memcpy(pixels.data_ptr<uint8_t>(), images.data() + image_offset,
-              static_cast<size_t>(n * pixels_per_image));
-  images = {};
+  // The pixels stay where they were inflated: the tensor owns the buffer.
+  at::Tensor pixels;
+  if (shared) {
+    // Read-only shared pages: the dataset only ever reads its pixels.
+    void* base = shared->base;
+    const size_t length = static_cast<size_t>(shared->size);
+    pixels = at::from_blob(static_cast<char*>(base) + image_offset, {n, pixels_per_image},
+                           [base, length](void*) { ::munmap(base, length); }, at::TensorOptions().dtype(at::kByte));
+  } else {
+    char* first = images->data() + image_offset;
+    pixels = at::from_blob(first, {n, pixels_per_image}, [images](void*) mutable { images.reset(); },
+                           at::TensorOptions().dtype(at::kByte));
+    images.reset();
+  }
 
   at::Tensor raw_labels = at::empty({n}, at::kByte);
-  std::memcpy(raw_labels.data_ptr<uint8_t>(), labels.data() + label_offset, static_cast<size_t>(n));
+  std::memcpy(raw_labels.data_ptr<uint8_t>(), labels->data() + label_offset, static_cast<size_t>(n));
   int64_t num_classes = 0;
   at::Tensor target;
   if (kind == TargetKind::kClassIndex) {

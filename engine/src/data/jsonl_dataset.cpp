@@ -59,12 +59,14 @@ class SequenceDataset : public Dataset {
     int64_t n = static_cast<int64_t>(indices.size());
     at::Tensor input = at::full({n, length}, pad_value_, at::kLong);
     int64_t* out = input.data_ptr<int64_t>();
+    int64_t real = 0;
     for (int64_t row = 0; row < n; ++row) {
       int64_t i = indices[row];
       int64_t count = std::min(length, offsets_[i + 1] - offsets_[i]);
       std::copy_n(tokens_.begin() + offsets_[i], count, out + row * length);
+      real += count;
     }
-    return {input, target_.index_select(0, idx)};
+    return {input, target_.index_select(0, idx), n * length - real};
   }
 
   std::string describe() const override {
@@ -100,10 +102,11 @@ class SequenceDataset : public Dataset {
 
 class JsonlReader {
  public:
-  JsonlReader(const DataSource& source, TargetKind kind) : source_(source), kind_(kind) {}
+  JsonlReader(const DataSource& source, TargetKind kind, const LoadOptions& options, size_t limit)
+      : source_(source), kind_(kind), options_(options), limit_(limit) {}
 
   std::shared_ptr<Dataset> load() {
-    std::vector<char> bytes = read_file(source_.path);
+    std::vector<char> bytes = limit_ > 0 ? read_file_prefix(source_.path, limit_) : read_file(source_.path);
     std::string_view text(bytes.data(), bytes.size());
     int number = 0;
     size_t start = 0;
@@ -119,6 +122,7 @@ class JsonlReader {
     if (lines_.empty()) fail(number == 0 ? 1 : number, number == 0 ? "no records: the file is empty"
                                                  : "no records: every line is blank");
 
+    bytes = {};
     at::Tensor target = make_target();
     std::string label = "jsonl " + base_name(source_.path);
     if (all_integers_) {
@@ -126,9 +130,10 @@ class JsonlReader {
         throw DataError(source_.path + ": input_shape is set, but '" + source_.input_field +
                         "' holds integer sequences (token ids), which are padded per batch, "
                         "not reshaped");
-      return std::make_shared<SequenceDataset>(label, std::move(tokens_), std::move(offsets_),
-                                               target, kind_, source_.pad_value,
-                                               source_.max_length);
+      auto dataset = std::make_shared<SequenceDataset>(label, std::move(tokens_), std::move(offsets_), target, kind_,
+                                                       source_.pad_value, source_.max_length);
+      if (!options_.complexity_field.empty()) dataset->set_complexities(std::move(complexity_));
+      return dataset;
     }
     // Number lists: all of one length.
     int64_t rows = static_cast<int64_t>(lines_.size());
@@ -141,10 +146,14 @@ class JsonlReader {
                             std::to_string(width) +
                             " (lists of non-integer numbers must all have one length)");
     }
-    at::Tensor input = at::tensor(at::ArrayRef<double>(numbers_), at::kFloat);
+    at::Tensor input = at::empty({static_cast<int64_t>(numbers_.size())}, at::kFloat);
+    std::copy(numbers_.begin(), numbers_.end(), input.data_ptr<float>());
+    numbers_ = {};
     std::vector<int64_t> shape = sample_shape(source_.input_shape, width, source_.path);
     shape.insert(shape.begin(), rows);
-    return std::make_shared<TensorDataset>(label, input.view(shape), target, kind_);
+    auto dataset = std::make_shared<TensorDataset>(label, input.view(shape), target, kind_);
+    if (!options_.complexity_field.empty()) dataset->set_complexities(std::move(complexity_));
+    return dataset;
   }
 
  private:
@@ -181,14 +190,35 @@ class JsonlReader {
       if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
         fail(line, "field '" + source_.input_field + "' element " + std::to_string(i) +
                        " does not fit in int64");
-      bool integer = v.is_number_integer();
-      if (!integer) all_integers_ = false;
-      tokens_.push_back(integer ? v.get<int64_t>() : 0);
-      numbers_.push_back(v.get<double>());
+      // One copy of the inputs: integers while every value so far is
+      // one, then (from the first non-integer on) float32 numbers.
+      if (all_integers_ && !v.is_number_integer()) {
+        all_integers_ = false;
+        numbers_.reserve(tokens_.size() + input->size());
+        for (int64_t token : tokens_) numbers_.push_back(static_cast<float>(static_cast<double>(token)));
+        tokens_ = {};
+      }
+      if (all_integers_) tokens_.push_back(v.get<int64_t>());
+      else numbers_.push_back(static_cast<float>(v.get<double>()));
     }
-    offsets_.push_back(static_cast<int64_t>(tokens_.size()));
+    offsets_.push_back(offsets_.back() + static_cast<int64_t>(input->size()));
     lines_.push_back(line);
+    if (!options_.complexity_field.empty()) read_complexity(line, record);
     read_target(line, *target);
+  }
+
+  void read_complexity(int line, const json& record) {
+    const std::string& field = options_.complexity_field;
+    auto it = record.find(field);
+    if (it == record.end()) fail(line, "missing field '" + field + "' (data.sampler.complexity_field)");
+    if (it->is_array()) {
+      complexity_.push_back(static_cast<double>(it->size()));
+    } else if (it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0) {
+      complexity_.push_back(it->get<double>());
+    } else {
+      fail(line, "field '" + field + "' (data.sampler.complexity_field) must be a number >= 0 or a list, found " +
+                     (it->is_number() ? it->dump() : std::string(type_name(*it))));
+    }
   }
 
   void read_target(int line, const json& t) {
@@ -235,9 +265,12 @@ class JsonlReader {
 
   const DataSource& source_;
   TargetKind kind_;
+  const LoadOptions& options_;
+  size_t limit_;
   std::vector<int> lines_;             // line number of each record
-  std::vector<int64_t> tokens_;        // inputs as integers (when all are)
-  std::vector<double> numbers_;        // inputs as numbers
+  std::vector<int64_t> tokens_;        // inputs as integers (while all are)
+  std::vector<float> numbers_;         // inputs as numbers (once one is not an integer)
+  std::vector<double> complexity_;     // options_.complexity_field per record
   std::vector<int64_t> offsets_{0};
   bool all_integers_ = true;
   std::vector<int64_t> classes_;       // kClassIndex targets
@@ -247,8 +280,9 @@ class JsonlReader {
 
 }  // namespace
 
-std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind) {
-  return JsonlReader(source, kind).load();
+std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind, const LoadOptions& options,
+                                    size_t limit) {
+  return JsonlReader(source, kind, options, limit).load();
 }
 
 }  // namespace bagua::data

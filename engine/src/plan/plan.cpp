@@ -668,7 +668,7 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
   steps.max_steps = recipe.train.max_steps;
   steps.drop_last = recipe.data.sampler.drop_last;
   if (options.load_data) {
-    auto train = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss));
+    auto train = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
     plan.train_data = train->describe();
     mem.data = train->memory_bytes();
     if (recipe.data.eval) {
@@ -677,14 +677,23 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
       steps.eval_samples = eval->size();
       mem.data += eval->memory_bytes();
     }
-    const auto& ss = recipe.data.sampler;
-    DistributedSampler sampler(train->size(), world.world_size, 0, ss.shuffle, ss.seed, ss.drop_last);
+    auto sampler = make_sampler(recipe.data, *train, world.world_size);
     steps.known = true;
     steps.train_samples = train->size();
-    steps.samples_per_worker = sampler.num_samples();
-    steps.per_epoch = (steps.samples_per_worker + steps.batch_size - 1) / steps.batch_size;
-    steps.last_batch = steps.per_epoch == 0 ? 0 : steps.samples_per_worker - (steps.per_epoch - 1) * steps.batch_size;
-    steps.total = steps.per_epoch * steps.epochs;
+    steps.samples_per_worker = sampler->samples_per_rank(0);
+    steps.per_epoch = sampler->num_batches(0);
+    if (recipe.data.sampler.batch_complexity) {
+      // Variable-size batches: the first epoch's, as the trainer counts them.
+      auto first = sampler->batches(0, 0);
+      steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
+      steps.total = 0;
+      for (int64_t e = 0; e < steps.epochs; ++e) steps.total += sampler->num_batches(e);
+      plan.notes.push_back("variable-size batches (data.sampler.batch_complexity): per_epoch and batch sizes are "
+                           "the first epoch's; other epochs differ");
+    } else {
+      steps.last_batch = steps.per_epoch == 0 ? 0 : steps.samples_per_worker - (steps.per_epoch - 1) * steps.batch_size;
+      steps.total = steps.per_epoch * steps.epochs;
+    }
     if (steps.max_steps) steps.total = std::min(steps.total, *steps.max_steps);
     if (steps.per_epoch == 0) {
       plan.notes.push_back("the training set gives each worker no samples: bagua run would stop before the first step");

@@ -150,6 +150,7 @@ Recipe to_typed_recipe(const json& doc) {
   r.data.sampler.drop_last = s.at("drop_last").get<bool>();
   r.data.sampler.complexity_field = s.value("complexity_field", std::string());
   r.data.sampler.random_level = s.value("random_level", 0.0);
+  if (s.contains("batch_complexity")) r.data.sampler.batch_complexity = optional_int(s.at("batch_complexity"));
   if (const json& c = d.at("cache"); !c.is_null()) {
     CacheSpec cache;
     cache.backend = c.at("backend").get<std::string>();

@@ -53,6 +53,7 @@ void RunLog::step(const StepRecord& r) {
   nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss}, {"lr", r.lr},
                       {"samples_per_s", r.samples_per_s}, {"time", r.time}, {"comm_bytes", r.comm_bytes}};
   if (r.nonfinite_skips) j["nonfinite_skips"] = *r.nonfinite_skips;
+  if (r.padding) j["padding"] = *r.padding;
   metrics_ << j.dump() << "\n";
   metrics_.flush();
   last_loss_ = r.loss;

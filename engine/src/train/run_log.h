@@ -25,6 +25,7 @@ struct StepRecord {
   double time;         // seconds since the run started
   int64_t comm_bytes;  // bytes this rank (rank 0) sent for the algorithm since the last record
   std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
+  std::optional<double> padding;  // padded token sequences: the share of input elements that were padding
 };
 
 struct EvalRecord {

@@ -28,6 +28,7 @@
 #include <limits>
 #include <map>
 #include <csignal>
+#include <sys/resource.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -215,9 +216,6 @@ void check_supported(const Recipe& recipe) {
   if (algorithm == nullptr || !algorithm->implemented()) {
     unsupported("algorithm.name", "algorithm '" + recipe.algorithm.name + "'");
   }
-  if (recipe.data.sampler.type == SamplerType::kLoadBalancing) {
-    unsupported("data.sampler.type", "the load_balancing sampler");
-  }
   if (recipe.data.cache) unsupported("data.cache", "the Redis dataset cache");
   if (recipe.train.device == Device::kCuda && torch::cuda::device_count() == 0) throw no_gpu_error();
   for (size_t i = 0; i < recipe.optimizers.size(); ++i) {
@@ -225,9 +223,9 @@ void check_supported(const Recipe& recipe) {
   }
 }
 
-void check_data(const Recipe& recipe) {
-  load_dataset(recipe.data.train, target_kind_for(recipe.model.loss));
-  if (recipe.data.eval) load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss));
+void check_data(const Recipe& recipe, SharedData* share) {
+  check_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data), share);
+  if (recipe.data.eval) check_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), {}, share);
 }
 
 namespace {
@@ -267,7 +265,8 @@ class Worker {
   bool stop_requested_by_any_rank();
   void drain_stop_votes();
   void cast_vote(bool stop);
-  void record_step(int64_t epoch, int64_t samples);
+  void record_step(int64_t epoch, int64_t samples, const Batch& batch);
+  void report_peak_memory(const at::Tensor& per_rank_bytes);
   void check_gpu_nonfinite();
   bool nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch_index, const std::vector<int64_t>& samples);
   train::RankState rank_state();
@@ -301,7 +300,7 @@ class Worker {
   // Declared before the module, so it outlives the module's callbacks into it.
   std::unique_ptr<train::StepTrace> trace_ = std::make_unique<train::StepTrace>();
   std::shared_ptr<BaguaModule> ddp_;
-  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<train::RunLog> log_;
   train::Position pos_;
   TrainOutcome outcome_;
@@ -322,6 +321,8 @@ class Worker {
   // The current metrics window.
   at::Tensor window_loss_sum_;
   double window_samples_ = 0, window_steps_ = 0;
+  double window_padding_ = 0, window_elements_ = 0;  // input elements that were padding, and all
+  bool padded_input_ = false;                        // token sequences, whose padding metrics.jsonl reports
   int64_t window_bytes_start_ = 0;
   std::chrono::steady_clock::time_point window_start_;
   // Step and phase, for bagua run's stall watch, and the trace's spans
@@ -355,7 +356,7 @@ void Worker::setup() {
   module_ = torch::jit::load(recipe_.model.torchscript);
   module_.to(device_);
   module_.train();
-  train_data_ = load_dataset(recipe_.data.train, target_kind_for(recipe_.model.loss));
+  train_data_ = load_dataset(recipe_.data.train, target_kind_for(recipe_.model.loss), load_options_for(recipe_.data));
   if (recipe_.data.eval) {
     eval_data_ = match_inputs(load_dataset(*recipe_.data.eval, target_kind_for(recipe_.model.loss)), *train_data_);
   }
@@ -493,15 +494,20 @@ void Worker::average_in_place(const std::vector<at::Tensor>& tensors) {
 
 // Steps per epoch and in all; the log; the first lines the user reads.
 void Worker::plan() {
-  const auto& ss = recipe_.data.sampler;
-  sampler_ = std::make_unique<DistributedSampler>(train_data_->size(), world_, rank_, ss.shuffle, ss.seed, ss.drop_last);
+  sampler_ = make_sampler(recipe_.data, *train_data_, world_);
   const int64_t batch = recipe_.data.batch_size;
   // drop_last is the sampler's (the tail that does not divide across the
   // workers); every worker's last batch may be smaller, as in PyTorch's
-  // DataLoader without its own drop_last.
-  per_epoch_ = (sampler_->num_samples() + batch - 1) / batch;
+  // DataLoader without its own drop_last. With variable-size batches
+  // (sampler.batch_complexity) the count may differ from epoch to epoch.
+  per_epoch_ = sampler_->num_batches(0);
   if (per_epoch_ == 0) throw Error("the training set gives this worker no samples: no step would run", true);
-  total_ = per_epoch_ * recipe_.train.epochs;
+  const bool variable = recipe_.data.sampler.batch_complexity.has_value();
+  total_ = 0;
+  for (int64_t e = 0; e < recipe_.train.epochs; ++e) {
+    total_ += variable ? sampler_->num_batches(e) : per_epoch_;
+    if (recipe_.train.max_steps && total_ >= *recipe_.train.max_steps) break;
+  }
   if (recipe_.train.max_steps) total_ = std::min(total_, *recipe_.train.max_steps);
 
   log_ = std::make_unique<train::RunLog>((out_dir_ / "metrics.jsonl").string(), rank_ == 0, total_,
@@ -518,8 +524,16 @@ void Worker::plan() {
             (device_.is_cpu() ? std::string("CPUs") : "GPUs (rank 0 on " + device_.str() + ")") + " over " +
             default_group()->backend() + ", " + recipe_.algorithm.name + ", train " + train_data_->describe());
   if (eval_data_) log_->say("eval " + eval_data_->describe());
-  log_->say(std::to_string(per_epoch_) + " steps per epoch of batch " + std::to_string(batch) + " per worker, " +
-            std::to_string(total_) + " steps in all; output in " + out_dir_.string());
+  log_->say("sampler: " + sampler_->describe());
+  if (recipe_.data.sampler.batch_complexity) {
+    log_->say(std::to_string(per_epoch_) + " steps in the first epoch (batches of up to " + std::to_string(batch) +
+              " samples within " + std::to_string(*recipe_.data.sampler.batch_complexity) + " complexity, " +
+              std::to_string(sampler_->samples_per_rank(0)) + " samples per worker), " + std::to_string(total_) +
+              " steps in all; output in " + out_dir_.string());
+  } else {
+    log_->say(std::to_string(per_epoch_) + " steps per epoch of batch " + std::to_string(batch) + " per worker, " +
+              std::to_string(total_) + " steps in all; output in " + out_dir_.string());
+  }
   for (const auto& name : built_.unassigned) log_->say("note: parameter " + name + " is in no optimizer: it stays fixed");
   if (!outcome_.resumed_from.empty()) {
     log_->say("resumed from " + outcome_.resumed_from + " at step " + std::to_string(pos_.step));
@@ -684,10 +698,7 @@ bool Worker::nonfinite_step(const at::Tensor& loss, int64_t epoch, int64_t batch
       what = "the loss was " + std::to_string(all[culprit].item<double>()) + " on rank " + std::to_string(culprit);
       if (ranks.size() > 1) what += " (and on " + std::to_string(ranks.size() - 1) + " other rank(s))";
       what += ", which made every rank's averaged gradient non-finite";
-      DistributedSampler theirs(train_data_->size(), world_, culprit, recipe_.data.sampler.shuffle,
-                                recipe_.data.sampler.seed, recipe_.data.sampler.drop_last);
-      theirs.set_epoch(epoch);
-      culprit_samples = make_batches(theirs.indices(), recipe_.data.batch_size, false).at(batch_index);
+      culprit_samples = sampler_->batches(epoch, culprit).at(batch_index);
     }
   } else if (non_finite(loss.detach())) {
     what = "the loss was " + std::to_string(loss.detach().to(torch::kDouble).sum().item<double>()) + " on rank " +
@@ -754,16 +765,38 @@ void Worker::report_autotune() {
             std::to_string(r.at_step) + "; tried (median step of the slowest worker): " + tried);
 }
 
-void Worker::record_step(int64_t epoch, int64_t samples) {
+// One line and one metrics.jsonl record: each worker's peak resident set.
+void Worker::report_peak_memory(const at::Tensor& per_rank_bytes) {
+  nlohmann::json bytes = nlohmann::json::array();
+  int64_t most = 0;
+  int at = 0;
+  for (int r = 0; r < world_; ++r) {
+    const auto b = static_cast<int64_t>(per_rank_bytes[r].item<double>());
+    bytes.push_back(b);
+    if (b > most) most = b, at = r;
+  }
+  log_->record(nlohmann::json({{"step", pos_.step}, {"peak_rss_bytes", bytes}}).dump());
+  char line[128];
+  std::snprintf(line, sizeof(line), "peak memory (RSS) per worker: at most %.0f MiB (rank %d)",
+                static_cast<double>(most) / (1 << 20), at);
+  log_->say(line);
+}
+
+void Worker::record_step(int64_t epoch, int64_t samples, const Batch& batch) {
   window_steps_ += 1;
   window_samples_ += static_cast<double>(samples);
+  window_padding_ += static_cast<double>(batch.padding);
+  window_elements_ += static_cast<double>(batch.input.numel());
+  if (batch.input.scalar_type() == at::kLong) padded_input_ = true;  // token sequences: padding is reported
   if (pos_.step % recipe_.train.log_every_steps != 0 && pos_.step != total_) {
     log_->tick(pos_.step, epoch + 1);
     return;
   }
   check_gpu_nonfinite();
   const int64_t bytes_now = ddp_->bytes_sent();
-  at::Tensor w = torch::tensor({window_loss_sum_.item<double>(), window_steps_, window_samples_}, torch::kDouble);
+  at::Tensor w = torch::tensor(
+      {window_loss_sum_.item<double>(), window_steps_, window_samples_, window_padding_, window_elements_},
+      torch::kDouble);
   // Async ranks do not wait for each other: rank 0 reports its own window.
   if (algorithm_->traits.synchronous) allreduce(w, ReduceOp::SUM, control_);
   auto now = std::chrono::steady_clock::now();
@@ -772,9 +805,11 @@ void Worker::record_step(int64_t epoch, int64_t samples) {
   log_->step({pos_.step, epoch + 1, outcome_.last_loss, built_.optimizers[0]->param_groups()[0].options().get_lr(),
               seconds > 0 ? w[2].item<double>() / seconds : 0.0, log_->elapsed(), bytes_now - window_bytes_start_,
               recipe_.train.on_nonfinite == OnNonFinite::kSkipStep ? std::optional<int64_t>(nonfinite_skips_)
-                                                                    : std::nullopt});
+                                                                    : std::nullopt,
+              padded_input_ ? std::optional<double>(w[3].item<double>() / std::max(1.0, w[4].item<double>()))
+                            : std::nullopt});
   window_loss_sum_.zero_();
-  window_steps_ = window_samples_ = 0;
+  window_steps_ = window_samples_ = window_padding_ = window_elements_ = 0;
   window_bytes_start_ = bytes_now;
   window_start_ = now;
 }
@@ -785,11 +820,9 @@ void Worker::loop() {
   window_loss_sum_ = torch::zeros({}, at::TensorOptions().dtype(torch::kDouble).device(device_));
   window_start_ = std::chrono::steady_clock::now();
   window_bytes_start_ = ddp_->bytes_sent();
-  const int64_t batch = recipe_.data.batch_size;
   bool done = pos_.step >= total_;
   for (int64_t epoch = pos_.epoch; !done && epoch < recipe_.train.epochs; ++epoch) {
-    sampler_->set_epoch(epoch);
-    auto batches = make_batches(sampler_->indices(), batch, /*drop_last=*/false);
+    auto batches = sampler_->batches(epoch, rank_);
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
     for (; b < static_cast<int64_t>(batches.size()) && pos_.step < total_; ++b) {
       maybe_inject_fault(rank_, pos_.step);
@@ -829,7 +862,7 @@ void Worker::loop() {
       progress_->step(pos_.step);
       phase(train::Phase::kCoordination, "metrics");
       if (!skip) window_loss_sum_.add_(loss.detach().to(torch::kDouble));
-      record_step(epoch, static_cast<int64_t>(batches[b].size()));
+      record_step(epoch, static_cast<int64_t>(batches[b].size()), data_batch);
       report_autotune();
       const bool epoch_ends = b + 1 == static_cast<int64_t>(batches.size());
       if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kSteps &&
@@ -874,11 +907,17 @@ void Worker::finish() {
     }
     // (None at all when model.ignore_params matches every parameter.)
     at::Tensor flat = parts.empty() ? torch::zeros({0}, torch::kDouble) : torch::cat(parts);
-    at::Tensor mine = torch::stack({flat.sum(), (flat * torch::arange(flat.numel(), torch::kDouble)).sum()});
-    at::Tensor all = torch::zeros({world_, 2}, torch::kDouble);
+    // With each rank's peak resident memory so far, for the log.
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    const double peak_rss = static_cast<double>(usage.ru_maxrss) * 1024.0;  // Linux: KiB
+    at::Tensor mine = torch::stack({flat.sum(), (flat * torch::arange(flat.numel(), torch::kDouble)).sum(),
+                                    torch::tensor(peak_rss, torch::kDouble)});
+    at::Tensor all = torch::zeros({world_, 3}, torch::kDouble);
     allgather(mine, all, control_);
     bool agree = true;
-    for (int r = 1; r < world_; ++r) agree = agree && torch::equal(all[r], all[0]);
+    for (int r = 1; r < world_; ++r) agree = agree && torch::equal(all[r].narrow(0, 0, 2), all[0].narrow(0, 0, 2));
+    report_peak_memory(all.select(1, 2));
     const std::string except = recipe_.model.ignore_params.empty() ? "" : " (ignored parameters excepted)";
     if (parts.empty()) {
       log_->say(std::string("model.ignore_params matches every parameter: each worker trained its own model; "
