@@ -300,6 +300,12 @@ class SupervisedRun {
             kill_rank(silent->first);
           }
           monitor_->publish_failure("rank " + std::to_string(w.exit.rank) + " failed with " + w.exit.describe());
+          // A worker here that lost a peer on another node fails too (an
+          // error exit; a signal is never such an echo): the other node's
+          // failure, published before ours, is the cause.
+          if (options_.nnodes > 1 && !w.exit.signaled) {
+            remote_failure_ = monitor_->earlier_remote_failure(std::chrono::seconds(2));
+          }
         }
       }
     }
