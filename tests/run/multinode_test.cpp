@@ -371,6 +371,37 @@ TEST_F(MultiNodeTest, ANodeThatNeverArrivesIsNamedWhenTheRendezvousTimesOut) {
   EXPECT_LT(seconds, 3 + 10.0) << "ends soon after the rendezvous timeout";
 }
 
+// Workers started one by one with torchrun's variables (as torchrun, srun
+// or a PyTorchJob start them), no bagua launcher and no GLOO_SOCKET_IFNAME:
+// each picks the interface that routes to MASTER_ADDR itself, and local
+// rank 0 of each node says which.
+TEST_F(MultiNodeTest, TorchrunStyleWorkersOnTwoNodesPickTheirInterface) {
+  const std::string args = recipe_file("torchrun", "{name: gradient_allreduce}");
+  std::vector<std::unique_ptr<Node>> workers;
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    const std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=4 LOCAL_RANK=" + std::to_string(rank % 2) +
+                            " LOCAL_WORLD_SIZE=2 GROUP_RANK=" + std::to_string(node) + " MASTER_ADDR=" +
+                            TwoNodes::address(0) + " MASTER_PORT=29500";
+    workers.push_back(std::make_unique<Node>(
+        nodes_->name(node), args + " --set output.dir=" + (dir_ / ("node" + std::to_string(node))).string(),
+        dir_ / ("rank" + std::to_string(rank) + ".out"), env));
+  }
+  std::string outputs[4];
+  for (int rank = 0; rank < 4; ++rank) {
+    const int code = workers[rank]->wait();
+    outputs[rank] = workers[rank]->output();
+    EXPECT_EQ(code, 0) << "rank " << rank << ":\n" << outputs[rank];
+  }
+  EXPECT_NE(outputs[0].find("final weights identical on all 4 workers"), std::string::npos) << outputs[0];
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    const std::string line = "bagua: node " + std::to_string(node) + ": Gloo uses eth0 (" + TwoNodes::address(node) +
+                             "), the interface that routes to the master " + TwoNodes::address(0);
+    EXPECT_EQ(outputs[rank].find(line) != std::string::npos, rank % 2 == 0) << "rank " << rank << ":\n" << outputs[rank];
+  }
+}
+
 // The container of examples/k8s/indexed-job.yaml as Kubernetes would start
 // it in pod `index`: its command and arguments with $(VAR) expanded from its
 // environment, and that environment (the completion-index annotation read
