@@ -262,7 +262,8 @@ const CommandRegistration kRun{
           "Examples:\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --set train.epochs=1\n"
-          "  # two machines; on each, with its own --node-rank:\n"
+          "  # two machines; on each, with its own --node-rank (the workers' Gloo binds to the\n"
+          "  # interface that routes to --master-addr; GLOO_SOCKET_IFNAME overrides; docs/multi-node.md):\n"
           "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n");
       return [f]() -> int {
         if (f->trace) f->overrides.push_back("output.trace=true");  // the workers get it too

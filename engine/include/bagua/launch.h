@@ -124,10 +124,15 @@ struct LaunchResult {
   // ("rank 1 (node 0) stopped reporting progress 15 s ago, at step 12 in
   // forward"), when that stopped the job or preceded the failure.
   std::string stall;
-  // With watch_progress: another node's failure that stopped this node.
+  // With watch_progress: another node's failure that stopped this node, or
+  // that was published before this node's own first_failure (whose workers
+  // then most likely failed for losing their peers there).
   std::string remote_failure;
+  // This node's rank when the job has several nodes (named in summary()), else -1.
+  int node_rank = -1;
   // One clear paragraph, e.g. "rank 1 (local rank 1) failed with exit code 3;
-  // stopped the other 3 workers. Last lines of its output:\n  ...".
+  // stopped the other 3 workers. Last lines of its output:\n  ..." (with
+  // several nodes: "rank 3 (node 1, local rank 1) failed ...").
   std::string summary() const;
 };
 

@@ -32,10 +32,10 @@ StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store) {
 }
 
 BackendPtr make_gloo(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
-                     bool loopback_only) {
+                     const std::string& interface, bool loopback_only) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  if (!interface.empty()) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
   } else if (loopback_only) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   } else {

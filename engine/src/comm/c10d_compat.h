@@ -30,9 +30,11 @@ StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int w
 // A store whose keys all carry `prefix`, so groups do not collide.
 StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store);
 
-// Gloo over TCP. `loopback_only`: bind to 127.0.0.1 (all peers are local).
+// Gloo over TCP, bound to `interface` when it is not empty (see
+// comm/network_route.h), else to 127.0.0.1 when `loopback_only` (all peers
+// are local), else to the address the host name resolves to.
 BackendPtr make_gloo(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
-                     bool loopback_only);
+                     const std::string& interface, bool loopback_only);
 
 // NCCL; throws ConfigError when this build has no CUDA.
 BackendPtr make_nccl(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout);

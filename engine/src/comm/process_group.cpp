@@ -1,12 +1,15 @@
 // init_process_group, groups and their intra-/inter-node sub-groups.
 #include "comm/process_group_impl.h"
 
+#include "comm/network_route.h"
+
 #include <bagua/errors.h>
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <set>
@@ -76,6 +79,25 @@ std::chrono::milliseconds timeout_from_env(std::chrono::milliseconds fallback) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
 
+// The nodes none of whose ranks arrived, in words (" (node 1 never joined,
+// counting 2 ranks per node)"), or "" when every node sent some. Ranks are
+// mapped to nodes as torchrun and bagua's launcher number them: node N has
+// ranks N*LOCAL_WORLD_SIZE onwards.
+std::string missing_nodes(const World& world, const std::vector<int>& missing) {
+  if (world.local_size >= world.world_size || world.world_size % world.local_size != 0) return "";
+  std::vector<int> absent;
+  for (int node = 0; node < world.world_size / world.local_size; ++node) {
+    int gone = 0;
+    for (int r : missing) gone += r / world.local_size == node;
+    if (gone == world.local_size) absent.push_back(node);
+  }
+  if (absent.empty()) return "";
+  std::string nodes;
+  for (size_t i = 0; i < absent.size(); ++i) nodes += (i ? ", " : "") + std::to_string(absent[i]);
+  return std::string(" (node") + (absent.size() > 1 ? "s " : " ") + nodes + " never joined, counting " +
+         std::to_string(world.local_size) + " ranks per node)";
+}
+
 // Waits until every rank has announced itself in the store, or names the
 // ranks that did not within the timeout.
 void wait_for_all_ranks(World& world) {
@@ -91,7 +113,7 @@ void wait_for_all_ranks(World& world) {
     }
     throw CommError("rendezvous timed out after " + format_seconds(world.timeout) + ": " + std::to_string(world.world_size - missing.size()) + " of " +
                     std::to_string(world.world_size) + " ranks arrived; missing ranks " +
-                    format_ranks(missing) +
+                    format_ranks(missing) + missing_nodes(world, missing) +
                     " (did every worker start, with the same MASTER_ADDR, MASTER_PORT and "
                     "WORLD_SIZE, and in the same restart attempt, TORCHELASTIC_RESTART_COUNT?)");
   }
@@ -205,7 +227,7 @@ std::shared_ptr<ProcessGroup> make_group(const std::shared_ptr<World>& world,
     try {
       impl->backend = impl->backend_name == "nccl"
                           ? make_nccl(store, impl->rank, size, world->timeout)
-                          : make_gloo(store, impl->rank, size, world->timeout, world->loopback_only);
+                          : make_gloo(store, impl->rank, size, world->timeout, world->gloo_interface, world->loopback_only);
       if (impl->backend_name == "nccl") {
         std::lock_guard<std::mutex> lock(world->nccl_mutex);
         world->nccl_backends.push_back(impl->backend);
@@ -383,6 +405,19 @@ void init_process_group(const InitOptions& options) {
     throw CommError("could not reach the rendezvous store at " + addr + ":" +
                     std::to_string(*port) + " within " +
                     comm::format_seconds(world->timeout) + " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
+  }
+  // Gloo binds where the peers can reach it: the user's GLOO_SOCKET_IFNAME,
+  // else the interface that routes to the master (bagua's launcher sets
+  // GLOO_SOCKET_IFNAME to it, and says so, for its workers).
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    world->gloo_interface = ifname;
+  } else if (!world->loopback_only) {
+    const comm::NetworkRoute route = comm::route_to(addr, static_cast<int>(*port));
+    world->gloo_interface = route.interface;
+    if (world->local_rank == 0) {
+      std::fprintf(stderr, "bagua: node %d: Gloo uses %s\n", world->node_rank,
+                   comm::describe_route(route, addr).c_str());
+    }
   }
   // Keys are scoped to the launcher's restart attempt, so a restarted node
   // never meets (or counts) a worker of a previous attempt.

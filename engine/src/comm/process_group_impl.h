@@ -30,6 +30,7 @@ struct World {
   int cuda_device = -1;  // this rank's GPU with NCCL (LOCAL_RANK), else -1
   bool verify_default = true;
   bool loopback_only = false;
+  std::string gloo_interface;  // GLOO_SOCKET_IFNAME, else the one routing to MASTER_ADDR; "" on loopback
   int next_group_id = 0;  // new_group() calls so far (same on every rank)
   // Every NCCL backend made for this world, released before exit (see
   // comm::release_nccl) and by destroy_process_group().

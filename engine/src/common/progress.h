@@ -21,6 +21,8 @@ namespace bagua::progress {
 
 inline std::string rank_key(int rank) { return "bagua/progress/" + std::to_string(rank); }
 inline std::string failure_key(int node) { return "bagua/failure/" + std::to_string(node); }
+// Counts the failures published (store add), numbering them: "ORDER TEXT".
+inline const char* const kFailureOrderKey = "bagua/failure-order";
 // The phase a worker reports once it is done: it stops reporting, on purpose.
 inline const char* const kExitedPhase = "exited";
 

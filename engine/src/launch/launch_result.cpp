@@ -67,8 +67,11 @@ std::string LaunchResult::summary() const {
     }
   }
   if (!stall.empty()) out << (first_failure ? "the likely cause: " : "") << stall << (first_failure ? ". Then " : "");
+  if (first_failure && !remote_failure.empty()) out << "another node failed (" << remote_failure << "); then here ";
   if (first_failure) {
-    out << "rank " << first_failure->rank << " (local rank " << first_failure->local_rank
+    out << "rank " << first_failure->rank << " ("
+        << (node_rank >= 0 ? "node " + std::to_string(node_rank) + ", " : std::string()) << "local rank "
+        << first_failure->local_rank
         << ") failed with " << first_failure->describe();
     if (stopped > 0) {
       out << "; stopped the other " << stopped << " " << workers_word(stopped);

@@ -1,6 +1,7 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 
+#include "comm/network_route.h"
 #include "launch/progress_monitor.h"
 #include "launch/rank_output.h"
 #include "launch/signal_relay.h"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include <set>
 #include <sched.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 extern char** environ;
@@ -94,6 +97,9 @@ class SupervisedRun {
   }
 
   LaunchResult execute() {
+    // Before the signal relay: a Ctrl-C while the master's name does not
+    // resolve yet simply ends us (no worker exists).
+    choose_gloo_interface();
     // Installed before the first fork: a Ctrl-C while starting must not kill
     // us and orphan the workers already running.
     launch::SignalRelay relay;
@@ -129,6 +135,7 @@ class SupervisedRun {
     env["MASTER_PORT"] = std::to_string(master_port_);
     env["TORCHELASTIC_RESTART_COUNT"] = "0";
     if (options_.watch_progress) env["BAGUA_PROGRESS_STORE"] = "1";
+    if (!gloo_interface_.empty()) env["GLOO_SOCKET_IFNAME"] = gloo_interface_;
     if (env.count("OMP_NUM_THREADS") == 0) {
       int threads = options_.threads_per_worker > 0
                         ? options_.threads_per_worker
@@ -136,6 +143,45 @@ class SupervisedRun {
       env["OMP_NUM_THREADS"] = std::to_string(threads);
     }
     return env;
+  }
+
+  // Several nodes: Gloo would bind to the address the host name resolves
+  // to (loopback on a stock Debian host), where no other node can reach it.
+  // The workers get GLOO_SOCKET_IFNAME = the interface that routes to the
+  // master (gloo_interface_), unless the user (or extra_env) set one; either
+  // way it is said.
+  void choose_gloo_interface() {
+    if (options_.nnodes == 1 || options_.extra_env.count("GLOO_SOCKET_IFNAME")) return;
+    const std::string intro = "node " + std::to_string(options_.node_rank) + ": the workers' Gloo uses ";
+    if (const char* given = std::getenv("GLOO_SOCKET_IFNAME"); given && *given) {
+      say(intro + given + " (from GLOO_SOCKET_IFNAME)");
+      return;
+    }
+    // The master's name may not resolve yet (a Kubernetes headless service
+    // publishes a pod's name once it runs): retried for as long as the
+    // workers would wait for the rendezvous.
+    const auto patience = options_.stall_timeout.count() > 0 ? options_.stall_timeout : std::chrono::seconds(300);
+    const auto give_up = Clock::now() + patience;
+    comm::NetworkRoute route;
+    for (bool said = false;; said = true) {
+      try {
+        route = comm::route_to(options_.master_addr, master_port_);
+        break;
+      } catch (const Error& e) {
+        if (Clock::now() >= give_up) throw ConfigError(std::string("launch option master_addr: ") + e.what());
+        if (!said) say(std::string(e.what()) + "; retrying");
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    gloo_interface_ = route.interface;
+    say(intro + comm::describe_route(route, options_.master_addr));
+  }
+
+  void say(const std::string& line) const {
+    if (options_.stderr_fd < 0) return;
+    const std::string text = "bagua: " + line + "\n";
+    ssize_t ignored = ::write(options_.stderr_fd, text.data(), text.size());  // one write: a whole line
+    (void)ignored;
   }
 
   void start(int local_rank, std::map<std::string, std::string> env, int stdin_fd) {
@@ -254,6 +300,12 @@ class SupervisedRun {
             kill_rank(silent->first);
           }
           monitor_->publish_failure("rank " + std::to_string(w.exit.rank) + " failed with " + w.exit.describe());
+          // A worker here that lost a peer on another node fails too (an
+          // error exit; a signal is never such an echo): the other node's
+          // failure, published before ours, is the cause.
+          if (options_.nnodes > 1 && !w.exit.signaled) {
+            remote_failure_ = monitor_->earlier_remote_failure(std::chrono::seconds(2));
+          }
         }
       }
     }
@@ -367,6 +419,7 @@ class SupervisedRun {
     r.first_failure = first_failure_;
     r.stall = stall_;
     r.remote_failure = remote_failure_;
+    if (options_.nnodes > 1) r.node_rank = options_.node_rank;
     bool all_succeeded = true;
     for (const auto& w : workers_) {
       r.workers.push_back(w.exit);
@@ -386,6 +439,7 @@ class SupervisedRun {
   std::optional<WorkerExit> first_failure_;
   std::unique_ptr<launch::ProgressMonitor> monitor_;
   std::string stall_, remote_failure_;
+  std::string gloo_interface_;  // GLOO_SOCKET_IFNAME for the workers, when chosen here
   bool interrupted_ = false;
   int interrupt_signal_ = 0;
 };

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -91,6 +92,23 @@ void ProgressMonitor::publish_failure(const std::string& text) {
     pending_failure_ = text;
   }
   wake_.notify_all();
+}
+
+std::string ProgressMonitor::earlier_remote_failure(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto deadline = Clock::now() + wait;
+  for (;;) {
+    if (my_failure_order_ > 0) {
+      // Numbered 1: first. Else the earlier one is in the store already
+      // (numbered before it is written: a poll or two may be needed).
+      if (my_failure_order_ == 1) return "";
+      if (!first_remote_failure_.empty() && first_remote_order_ < my_failure_order_) return first_remote_failure_;
+    }
+    if (Clock::now() >= deadline) return "";
+    poll_now_ = true;
+    wake_.notify_all();
+    polled_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
 }
 
 std::optional<std::pair<int, std::string>> ProgressMonitor::silent_rank(const std::set<int>& exited) const {
@@ -187,11 +205,20 @@ void ProgressMonitor::poll_once(Connection& connection) {
     const std::string key = progress::rank_key(r);
     if (store->check({key})) reports[r] = progress::decode(store->get(key));
   }
-  std::string failure;  // another node's, if any
-  for (int node = 0; node < options_.nnodes && failure.empty(); ++node) {
+  // Another node's failure, if any: the first published. Each is stored
+  // as "ORDER TEXT", ORDER counted in the store as failures are published.
+  std::string failure;
+  int64_t failure_order = 0;
+  for (int node = 0; node < options_.nnodes; ++node) {
     if (node == options_.node_rank || !store->check({progress::failure_key(node)})) continue;
     auto bytes = store->get(progress::failure_key(node));
-    failure = "node " + std::to_string(node) + ": " + std::string(bytes.begin(), bytes.end());
+    const std::string value(bytes.begin(), bytes.end());
+    const size_t space = value.find(' ');
+    const int64_t order = std::atoll(value.substr(0, space).c_str());
+    if (failure.empty() || order < failure_order) {
+      failure = "node " + std::to_string(node) + ": " + (space == std::string::npos ? value : value.substr(space + 1));
+      failure_order = order;
+    }
   }
   std::string mine;
   {
@@ -199,7 +226,11 @@ void ProgressMonitor::poll_once(Connection& connection) {
     mine.swap(pending_failure_);
   }
   if (!mine.empty()) {
-    store->set(progress::failure_key(options_.node_rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    const int64_t order = store->add(progress::kFailureOrderKey, 1);
+    const std::string value = std::to_string(order) + " " + mine;
+    store->set(progress::failure_key(options_.node_rank), std::vector<uint8_t>(value.begin(), value.end()));
+    std::lock_guard<std::mutex> lock(mutex_);
+    my_failure_order_ = order;
   }
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -213,6 +244,8 @@ void ProgressMonitor::poll_once(Connection& connection) {
     s.step = reports[r]->step;
     s.phase = reports[r]->phase;
   }
+  first_remote_failure_ = failure;
+  first_remote_order_ = failure_order;
   if (!failure.empty() && !stop_) {
     Stop stop;
     stop.remote_failure = failure;
@@ -231,8 +264,10 @@ void ProgressMonitor::loop() {
       connection.store.reset();
     }
     std::unique_lock<std::mutex> lock(mutex_);
+    polled_.notify_all();
     if (quit_) break;
-    wake_.wait_for(lock, std::chrono::seconds(1), [this] { return quit_ || !pending_failure_.empty(); });
+    wake_.wait_for(lock, std::chrono::seconds(1), [this] { return quit_ || poll_now_ || !pending_failure_.empty(); });
+    poll_now_ = false;
     if (quit_) break;
   }
   // A failure published at the very end still goes out, once.

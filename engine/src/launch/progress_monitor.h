@@ -43,6 +43,13 @@ class ProgressMonitor {
   // Tells the other nodes' launchers that this node failed.
   void publish_failure(const std::string& text);
 
+  // After publish_failure(): another node's failure published before this
+  // one ("node 1: rank 3 failed with ..."), or "". Failures are numbered in
+  // the store as they are published, so of two nodes failing together (a
+  // worker killed on one, its peers on the other losing their connections)
+  // each learns which came first. Waits at most `wait` for the store.
+  std::string earlier_remote_failure(std::chrono::milliseconds wait);
+
  private:
   struct RankState {
     bool seen = false;
@@ -65,6 +72,11 @@ class ProgressMonitor {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool quit_ = false;
+  bool poll_now_ = false;  // earlier_remote_failure() waits for a fresh poll
+  std::condition_variable polled_;
+  int64_t my_failure_order_ = 0;      // this node's failure's number, once published
+  std::string first_remote_failure_;  // the other nodes' lowest-numbered failure
+  int64_t first_remote_order_ = 0;
   std::map<int, RankState> ranks_;
   std::optional<Stop> stop_;
   bool stop_taken_ = false;
