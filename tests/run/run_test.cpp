@@ -553,9 +553,9 @@ TEST_F(RunTest, BadDataIsReportedBeforeAnyWorkerStarts) {
 
 TEST_F(RunTest, UnsupportedFeaturesAreRefusedUpFront) {
   std::string recipe = write_recipe("unsupported");
-  RunOutcome r = bagua_run(recipe + " --set 'optimizers=[{type: sgd, lr: 0.1, fused: true}]'");
+  RunOutcome r = bagua_run(recipe + " --set 'data.cache={dataset_name: fmnist}'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("optimizers[0].fused: fused optimizers is not implemented"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("data.cache: the Redis dataset cache is not implemented"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "unsupported" / "logs")) << "no worker may have started";
 }
 

@@ -1,6 +1,7 @@
 // BaguaModule: registration, hooks, bucket launching, and with_bagua().
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
+#include <bagua/fused_optimizer.h>
 
 #include "module/autograd_hooks.h"
 #include "module/comm_thread.h"
@@ -381,7 +382,15 @@ void BaguaModule::step() {
 }
 
 void BaguaModule::zero_grad() {
-  for (auto& opt : optimizers_) opt->zero_grad();
+  for (auto& opt : optimizers_) {
+    // A fused optimizer zeroes each gradient buffer in one kernel, and keeps
+    // the gradients in their buffers where LibTorch 2.x would set them to none.
+    if (auto* fused = dynamic_cast<FusedOptimizer*>(opt.get())) {
+      fused->zero_grad_fused();
+    } else {
+      opt->zero_grad();
+    }
+  }
 }
 
 void BaguaModule::set_trace(std::function<void(const TraceEvent&)> trace) {

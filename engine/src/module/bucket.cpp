@@ -1,6 +1,8 @@
 #include <bagua/bucket.h>
 #include <bagua/errors.h>
 
+#include "common/storage_alias.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -12,23 +14,6 @@ namespace bagua {
 int64_t BaguaTensor::numel() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
 }
-
-namespace {
-// A tensor that shares `buffer`'s storage at `offset` with `shape`, but is not
-// an autograd view of it: optimizers may detach_() and zero_() it in place
-// (LibTorch's zero_grad does), which is forbidden on views.
-at::Tensor alias_into(const at::Tensor& buffer, int64_t offset, at::IntArrayRef shape) {
-  at::NoGradGuard no_grad;
-  at::Tensor alias = at::empty({0}, buffer.options());
-  alias.set_(buffer.storage(), buffer.storage_offset() + offset, shape, c10::contiguous_strides(shape));
-  return alias;
-}
-
-bool points_into(const at::Tensor& t, const at::Tensor& buffer, int64_t offset) {
-  return t.defined() && t.is_contiguous() && t.storage().is_alias_of(buffer.storage()) &&
-         t.storage_offset() == buffer.storage_offset() + offset;
-}
-}  // namespace
 
 Bucket::Bucket(std::string name, std::vector<BaguaTensor> tensors, bool flatten, int64_t alignment)
     : name_(std::move(name)), tensors_(std::move(tensors)), flatten_(flatten) {

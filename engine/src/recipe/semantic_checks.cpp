@@ -183,6 +183,14 @@ struct Checker {
   // with a fused optimizer buckets must not be flattened (do_flatten=False).
   void check_fused() {
     const json* optimizers = at("optimizers");
+    for (size_t i = 0; optimizers && optimizers->is_array() && i < optimizers->size(); ++i) {
+      const json& o = (*optimizers)[i];
+      if (o.is_object() && field(o, "fused") == true && field(o, "type") == "qadam") {
+        error(index_path("optimizers", i) + ".fused",
+              "a qadam optimizer cannot be fused: the qadam algorithm reads and compresses its momentum parameter "
+              "by parameter (expected false, found true; fuse sgd, adam, adamw, rmsprop or adagrad)");
+      }
+    }
     json* flatten = tree.doc.contains("algorithm") && tree.doc["algorithm"].is_object() &&
                     tree.doc["algorithm"].contains("flatten") ? &tree.doc["algorithm"]["flatten"] : nullptr;
     if (!optimizers || !optimizers->is_array() || !flatten || *flatten != true) return;

@@ -3,6 +3,7 @@
 #include <bagua/algorithms/q_adam.h>
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
+#include <bagua/fused_optimizer.h>
 
 #include <torch/nn/functional/loss.h>
 #include <torch/optim.h>
@@ -86,11 +87,9 @@ BuiltOptimizers build_optimizers(const std::vector<OptimizerSpec>& specs,
                       "] match no trainable parameter that an earlier optimizer has not taken",
                   true);
     }
-    if (specs[i].fused) {
-      throw Error("optimizers[" + std::to_string(i) + "]: fused optimizers are not implemented yet; remove "
-                  "`fused: true`", true);
-    }
-    out.optimizers.push_back(make_one(specs[i], assigned[i]));
+    std::shared_ptr<torch::optim::Optimizer> optimizer = make_one(specs[i], assigned[i]);
+    if (specs[i].fused) optimizer = fuse_optimizer(optimizer);
+    out.optimizers.push_back(optimizer);
     out.base_lrs.push_back(specs[i].lr);
   }
   return out;

@@ -218,9 +218,6 @@ void check_supported(const Recipe& recipe) {
   }
   if (recipe.data.cache) unsupported("data.cache", "the Redis dataset cache");
   if (recipe.train.device == Device::kCuda && torch::cuda::device_count() == 0) throw no_gpu_error();
-  for (size_t i = 0; i < recipe.optimizers.size(); ++i) {
-    if (recipe.optimizers[i].fused) unsupported("optimizers[" + std::to_string(i) + "].fused", "fused optimizers");
-  }
 }
 
 void check_data(const Recipe& recipe, SharedData* share) {
