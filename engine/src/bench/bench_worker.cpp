@@ -199,6 +199,7 @@ class BenchWorker {
   torch::jit::Module base_;
   int64_t params_count_ = 0;
   int64_t batch_ = 0;
+  double samples_per_batch_ = 0;  // the pool's mean batch size (variable with sampler.batch_complexity)
   std::vector<Batch> batches_;
   std::string model_description_;
   ProcessGroupPtr control_;
@@ -239,19 +240,30 @@ void BenchWorker::setup() {
     if (recipe_->train.threads) at::set_num_threads(*recipe_->train.threads);
     base_ = torch::jit::load(recipe_->model.torchscript);
     batch_ = recipe_->data.batch_size;
-    auto data = load_dataset(recipe_->data.train, target_kind_for(recipe_->model.loss));
-    DistributedSampler sampler(data->size(), world_, rank_, recipe_->data.sampler.shuffle, recipe_->data.sampler.seed,
-                               recipe_->data.sampler.drop_last);
-    auto all = make_batches(sampler.indices(), batch_, /*drop_last=*/true);
+    auto data = load_dataset(recipe_->data.train, target_kind_for(recipe_->model.loss), load_options_for(recipe_->data));
+    // The recipe's sampler, so a load-balancing recipe is measured with its
+    // own batches: full batches of batch_size, or, with variable-size
+    // batches (sampler.batch_complexity), the epoch's first ones.
+    const bool variable = recipe_->data.sampler.batch_complexity.has_value();
+    std::vector<std::vector<int64_t>> all;
+    for (auto& b : make_sampler(recipe_->data, *data, world_)->batches(0, rank_)) {
+      if (variable || static_cast<int64_t>(b.size()) == batch_) all.push_back(std::move(b));
+    }
     if (all.empty()) throw Error("the training data has fewer samples per worker than one batch", true);
-    // A pool of full batches, cycled: data loading stays out of the figures.
-    for (size_t i = 0; i < all.size() && i < 64; ++i) batches_.push_back(data->get_batch(all[i]));
+    // A pool of batches, cycled: data loading stays out of the figures.
+    double samples = 0;
+    for (size_t i = 0; i < all.size() && i < 64; ++i) {
+      batches_.push_back(data->get_batch(all[i]));
+      samples += static_cast<double>(all[i].size());
+    }
+    samples_per_batch_ = samples / static_cast<double>(batches_.size());
     model_description_ = recipe_->model.torchscript;
   } else {
     Synthetic s = make_synthetic(spec_.params, 0);
     base_ = s.module;
     batch_ = spec_.batch_size;
     batches_ = synthetic_batches(64, batch_, rank_);
+    samples_per_batch_ = static_cast<double>(batch_);
     model_description_ = "synthetic MLP " + std::to_string(Synthetic::kInputs) + "-" + std::to_string(s.hidden) + "-" +
                          std::to_string(s.hidden) + "-" + std::to_string(s.hidden) + "-" +
                          std::to_string(Synthetic::kClasses);
@@ -474,7 +486,7 @@ nlohmann::json BenchWorker::run() {
     const double values[kFields] = {quantile(c.step_seconds, 0.5),
                                     quantile(c.step_seconds, 0.1),
                                     quantile(c.step_seconds, 0.9),
-                                    busy > 0 ? static_cast<double>(batch_) * steps / busy : 0,
+                                    busy > 0 ? samples_per_batch_ * steps / busy : 0,
                                     static_cast<double>(c.counted_bytes) / steps,
                                     static_cast<double>(c.wire.sent) / steps,
                                     static_cast<double>(c.wire.received) / steps,
