@@ -6,6 +6,7 @@
 // The images stay in memory as raw uint8 and are converted per batch, so a
 // worker holds 1 byte per pixel rather than 4.
 #include "data/dataset_impl.h"
+#include "launch/unique_fd.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -240,15 +241,32 @@ class IdxDataset : public Dataset {
 
 namespace {
 
-// The first `keep` bytes and the inflated size, streaming the file through.
-std::pair<std::vector<char>, uint64_t> idx_head(const std::string& path, size_t keep) {
+// The file streamed through once: its first `keep` bytes, its inflated
+// size and, when `copy` is an open descriptor, every byte written to it
+// (`copied`: all of them went in).
+struct Streamed {
   std::vector<char> head;
   uint64_t total = 0;
+  bool copied = false;
+};
+Streamed stream_idx(const std::string& path, size_t keep, int copy) {
+  Streamed s;
+  s.copied = copy >= 0;
   read_idx_stream(path, [&](const char* p, size_t n) {
-    if (head.size() < keep) head.insert(head.end(), p, p + std::min(n, keep - head.size()));
-    total += n;
+    if (s.head.size() < keep) s.head.insert(s.head.end(), p, p + std::min(n, keep - s.head.size()));
+    s.total += n;
+    while (s.copied && n > 0) {
+      ssize_t w = ::write(copy, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        s.copied = false;
+        break;
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
   });
-  return {std::move(head), total};
+  return s;
 }
 
 void check_counts(const DataSource& source, int64_t images, int64_t labels) {
@@ -257,26 +275,11 @@ void check_counts(const DataSource& source, int64_t images, int64_t labels) {
                     " holds " + std::to_string(labels) + " labels: expected one label per image");
 }
 
-// A memfd holding `path` inflated (not close-on-exec: the workers inherit
-// it), sealed against writes.
-int inflate_to_memfd(const std::string& path) {
-  int fd = static_cast<int>(::syscall(SYS_memfd_create, ("bagua-data:" + base_name(path)).c_str(), MFD_ALLOW_SEALING));
-  if (fd < 0) return -1;
-  bool ok = true;
-  read_idx_stream(path, [&](const char* p, size_t n) {
-    while (ok && n > 0) {
-      ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) { ok = false; break; }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  });
-  if (!ok || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    ::close(fd);
-    return -1;  // no shared copy: the workers read the file themselves
-  }
-  return fd;
+// An empty memfd for `path`'s inflated contents (not close-on-exec: the
+// workers inherit it); invalid when the kernel has none to give.
+launch::UniqueFd new_memfd(const std::string& path) {
+  return launch::UniqueFd(
+      static_cast<int>(::syscall(SYS_memfd_create, ("bagua-data:" + base_name(path)).c_str(), MFD_ALLOW_SEALING)));
 }
 
 // The fd BAGUA_SHARED_DATA names for `path`, or -1.
@@ -342,9 +345,12 @@ std::string SharedData::env_value() const {
 namespace bagua::data {
 
 std::string check_idx_files(const DataSource& source, TargetKind kind, SharedData* share) {
-  auto [image_head, image_total] = idx_head(source.images, 16);
+  // One pass over the images: the check's header and size, and, for the
+  // workers, the shared copy.
+  launch::UniqueFd copy = share ? new_memfd(source.images) : launch::UniqueFd();
+  Streamed images = stream_idx(source.images, 16, copy.get());
   std::vector<int64_t> image_dims(3);
-  check_idx(image_head, image_total, source.images, kImagesMagic, "image", image_dims);
+  check_idx(images.head, images.total, source.images, kImagesMagic, "image", image_dims);
   auto labels = read_idx_bytes(source.labels);  // one byte per sample: small
   std::vector<int64_t> label_dims(1);
   size_t label_offset = check_idx(*labels, labels->size(), source.labels, kLabelsMagic, "label", label_dims);
@@ -353,8 +359,11 @@ std::string check_idx_files(const DataSource& source, TargetKind kind, SharedDat
   int64_t classes = 0;
   for (int64_t i = 0; i < label_dims[0]; ++i)
     classes = std::max<int64_t>(classes, static_cast<unsigned char>((*labels)[label_offset + i]) + 1);
-  if (share) {
-    if (int fd = inflate_to_memfd(source.images); fd >= 0) share->add(source.images, fd);
+  // Sealed, the copy cannot change under the workers; without it (no memfd,
+  // a failed write or seal) they read the file themselves.
+  if (images.copied &&
+      ::fcntl(copy.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0) {
+    share->add(source.images, copy.release());
   }
   return "idx " + base_name(source.images) + ": " + std::to_string(image_dims[0]) + " samples, input " +
          shape_string(shape) + " float32, " + describe_target(kind, {}, classes);
