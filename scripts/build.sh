@@ -9,6 +9,14 @@
 #                                            $BAGUA_PYTHON); see docs/building.md
 #
 # Extra arguments go to CMake's configure step, e.g. -DBAGUA_BUILD_TESTS=OFF.
+#
+# A new build directory compiles through ccache when it is installed
+# (install-deps.sh installs it), with paths made relative to the source
+# tree, the compiler checked by content and the locale unset: the same
+# sources compiled in another checkout, or in the Docker image's build
+# stage (which is given this cache by scripts/docker-test.sh), hit it. CCACHE_DIR moves
+# the cache (default ~/.cache/ccache); BAGUA_CCACHE_STATS=1 prints its
+# hit counts after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
@@ -30,5 +38,13 @@ if [ "${1:-}" = "--cuda" ]; then
 fi
 generator=()
 if command -v ninja >/dev/null 2>&1 && [ ! -f "$dir/CMakeCache.txt" ]; then generator=(-G Ninja); fi
-cmake -S . -B "$dir" "${generator[@]}" "${extra[@]}" "$@" >/dev/null
+launcher=()
+if command -v ccache >/dev/null 2>&1 && [ ! -f "$dir/CMakeCache.txt" ]; then
+  # ccache hashes the locale variables (they change the compiler's
+  # messages): unset, so a machine and a container without them agree.
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;-u;LANG;-u;LC_ALL;-u;LC_CTYPE;-u;LC_MESSAGES;CCACHE_BASEDIR=$PWD;CCACHE_DEPEND=1;CCACHE_COMPILERCHECK=content;ccache")
+fi
+cmake -S . -B "$dir" "${generator[@]}" "${launcher[@]}" "${extra[@]}" "$@" >/dev/null
+if [ "${BAGUA_CCACHE_STATS:-}" = 1 ]; then ccache --zero-stats >/dev/null 2>&1 || true; fi
 cmake --build "$dir" -j "$(nproc)"
+if [ "${BAGUA_CCACHE_STATS:-}" = 1 ]; then ccache --show-stats 2>/dev/null | grep -Ei "hits|misses" || true; fi

@@ -3,11 +3,22 @@
 # command): the whole suite, then the ThreadSanitizer build of the tests
 # whose code runs threads of its own (scripts/tsan-test.sh), then the
 # AddressSanitizer + UBSan build of the recipe and data tests, the code
-# that reads user input (scripts/asan-test.sh).
+# that reads user input (scripts/asan-test.sh), and last the Docker image:
+# built (its build stage reusing this build's ccache) and tested
+# (scripts/docker-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# The image's base and its package stages (downloads and unpacking, little
+# CPU) are made in the background while this machine compiles.
+prepare_log=$(mktemp /tmp/bagua-docker-prepare.XXXXXX)
+bash scripts/docker-test.sh --prepare > "$prepare_log" 2>&1 &
+prepare=$!
+trap 'kill "$prepare" 2>/dev/null || true' EXIT
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 bash scripts/tsan-test.sh
 bash scripts/asan-test.sh
+if ! wait "$prepare"; then cat "$prepare_log" >&2; echo "test.sh: preparing the Docker image failed" >&2; exit 1; fi
+cat "$prepare_log"; rm -f "$prepare_log"
+bash scripts/docker-test.sh

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -90,9 +91,11 @@ inline double final_accuracy(const fs::path& path) {
 class RunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("bagua-e2e-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterised test's name has a '/' ("Name/param"): one directory,
+    // not a parent left behind by the removal.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / ("bagua-e2e-" + std::to_string(getpid()) + "-" + name);
     bagua::compat::remove_all(dir_);
     fs::create_directories(dir_);
   }
