@@ -8,6 +8,7 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 #include <bagua/recipe.h>
+#include <bagua/redis_server.h>
 #include <bagua/trainer.h>
 
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -138,6 +140,35 @@ void keep_attempt_logs(const std::filesystem::path& log_dir, int attempt) {
   if (ec) std::cerr << "bagua run: warning: could not keep the logs of attempt " << attempt << ": " << ec.message() << "\n";
 }
 
+// data.cache, before any worker starts. hosts null: this node's own
+// redis-server, bound to 127.0.0.1 (only this node's workers use it), with a
+// fresh password; the returned owner stops it when the run ends, and the
+// workers learn where it is and its password from `env`. Listed hosts: each
+// must answer AUTH and PING now (else a user Error naming host:port).
+std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, std::map<std::string, std::string>& env) {
+  if (!recipe.data.cache) return nullptr;
+  const CacheSpec& cache = *recipe.data.cache;
+  if (!cache.hosts.empty()) {
+    const char* password = std::getenv(kRedisPasswordEnv);
+    check_redis_hosts(cache.hosts, password ? password : "");
+    return nullptr;
+  }
+  RedisServerOptions options;
+  options.password = random_secret();
+  options.maxmemory = cache.capacity_per_node;
+  const auto log_dir = std::filesystem::path(recipe.output.dir) / "logs";
+  std::filesystem::create_directories(log_dir);
+  options.log_path = (log_dir / ("redis-node-" + std::to_string(recipe.distributed.node_rank) + ".log")).string();
+  auto server = std::make_unique<RedisServer>(options);
+  const CacheHost host = server->host();
+  env[kRedisHostsEnv] = host.host + ":" + std::to_string(host.port);
+  env[kRedisPasswordEnv] = options.password;
+  std::cerr << "bagua run: data.cache: started redis-server (pid " << server->pid() << ") on " << host.host << ":"
+            << host.port << ", maxmemory " << cache.capacity_per_node << " bytes; its log: " << options.log_path
+            << "\n";
+  return server;
+}
+
 int run_as_worker(const Recipe& recipe) {
   TrainOutcome outcome = run_worker(recipe);
   return outcome.stopped ? kExitInterrupted : kExitOk;
@@ -182,6 +213,9 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
     opts.master_port = store->port();
   }
   opts.extra_env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  // Stopped when this function returns, however the run ends (a signal that
+  // kills bagua outright kills it too: PR_SET_PDEATHSIG).
+  std::unique_ptr<RedisServer> cache_server = prepare_cache(recipe, opts.extra_env);
   if (std::string shared = shared_data.env_value(); !shared.empty()) opts.extra_env[kSharedDataEnv] = shared;
   opts.watch_progress = true;
   opts.stall_timeout = std::chrono::seconds(d.timeout_s);

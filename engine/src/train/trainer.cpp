@@ -8,6 +8,7 @@
 
 #include "comm/c10d_compat.h"
 #include "train/checkpoint.h"
+#include "train/dataset_cache.h"
 #include "train/progress_reporter.h"
 #include "train/components.h"
 #include "train/run_log.h"
@@ -216,7 +217,6 @@ void check_supported(const Recipe& recipe) {
   if (algorithm == nullptr || !algorithm->implemented()) {
     unsupported("algorithm.name", "algorithm '" + recipe.algorithm.name + "'");
   }
-  if (recipe.data.cache) unsupported("data.cache", "the Redis dataset cache");
   if (recipe.train.device == Device::kCuda && torch::cuda::device_count() == 0) throw no_gpu_error();
 }
 
@@ -354,6 +354,7 @@ void Worker::setup() {
   module_.to(device_);
   module_.train();
   train_data_ = load_dataset(recipe_.data.train, target_kind_for(recipe_.model.loss), load_options_for(recipe_.data));
+  train_data_ = train::cache_training_set(recipe_, std::move(train_data_));  // data.cache: train only
   if (recipe_.data.eval) {
     eval_data_ = match_inputs(load_dataset(*recipe_.data.eval, target_kind_for(recipe_.model.loss)), *train_data_);
   }

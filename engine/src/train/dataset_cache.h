@@ -1,0 +1,26 @@
+// The worker's side of data.cache: the training set read through the Redis
+// dataset cache (bagua/cache.h). Only data.train is cached: it is read every
+// epoch; data.eval is read once per evaluation and stays uncached.
+#pragma once
+
+#include <bagua/cache.h>
+#include <bagua/data.h>
+#include <bagua/recipe.h>
+
+#include <memory>
+
+namespace bagua::train {
+
+// The loader options for `spec` in this worker: the hosts of
+// data.cache.hosts (all of them with cluster_mode, else the one at this
+// node's index, GROUP_RANK, modulo their number), or, when hosts is null,
+// the server the launcher started (BAGUA_REDIS_HOSTS); the password from
+// BAGUA_REDIS_PASSWORD. Throws a user Error when hosts is null and no
+// launcher started a server (a torchrun or Slurm worker).
+CacheOptions cache_options_for(const CacheSpec& spec);
+
+// `train` wrapped in a CachedDataset when recipe.data.cache is set, else
+// `train` itself.
+std::shared_ptr<Dataset> cache_training_set(const Recipe& recipe, std::shared_ptr<Dataset> train);
+
+}  // namespace bagua::train
