@@ -15,6 +15,8 @@ packages=(
   nlohmann-json3-dev    # JSON trees (recipes, metrics)
   libvalijson-dev       # JSON Schema validation of recipes
   zlib1g-dev            # gzipped IDX data sets (zlib inflate)
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protos, engine/src/train/tensorboard_event.proto)
+  python3-protobuf      # tests read the event files back independently (tests/metrics/read_tfevents.py)
   libhiredis-dev        # Redis client (dataset cache)
   redis-server          # Redis server (spawned by the cache and its tests)
   libgtest-dev libgmock-dev
