@@ -8,11 +8,15 @@
 // a terminal (BAGUA_PROGRESS=tty), or to stderr when that is a terminal.
 #pragma once
 
+#include "train/tensorboard_writer.h"
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bagua::train {
 
@@ -26,6 +30,7 @@ struct StepRecord {
   int64_t comm_bytes;  // bytes this rank (rank 0) sent for the algorithm since the last record
   std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
   std::optional<double> padding;  // padded token sequences: the share of input elements that were padding
+  std::vector<double> lrs;  // every optimizer's lr, in recipe order, when there are several (else empty)
 };
 
 struct EvalRecord {
@@ -45,6 +50,9 @@ class RunLog {
   RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
+  // Also writes each step and eval record as TensorBoard scalars to a new
+  // event file in `dir` (train/tensorboard_writer.h). Throws bagua::Error.
+  void add_tensorboard(const std::string& dir);
   // Any other record (one JSON object, already serialised), e.g. the
   // bucket autotune's choice.
   void record(const std::string& json_object);
@@ -65,6 +73,7 @@ class RunLog {
   int64_t total_steps_;
   int64_t start_step_;
   std::ofstream metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // null unless add_tensorboard()
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   double last_rate_ = 0;  // steps per second
