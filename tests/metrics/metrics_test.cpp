@@ -5,6 +5,7 @@
 #include "support/bagua_run.h"
 #include "train/tfrecord.h"
 
+#include <bagua/errors.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -108,6 +109,17 @@ TEST(TFRecordFraming, Crc32cAndMaskAndLayout) {
   EXPECT_EQ(length_crc, bagua::train::masked_crc32c(framed.data(), 8));
   EXPECT_EQ(framed.substr(12, 3), "abc");
   EXPECT_EQ(data_crc, bagua::train::masked_crc32c("abc", 3));
+}
+
+TEST(TFRecordFraming, AFailedWriteIsAnErrorNamingTheFile) {
+  bagua::train::TFRecordFile full("/dev/full");  // every write: no space left
+  try {
+    full.write("abc");
+    ADD_FAILURE() << "writing to /dev/full succeeded";
+  } catch (const bagua::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "/dev/full")) << e.what();
+    EXPECT_TRUE(e.is_user_error());
+  }
 }
 
 // The event files hold what metrics.jsonl holds.
@@ -228,7 +240,7 @@ TEST_F(RunTest, TensorBoardFilesAndTheReportOfARunMatchItsMetricsJsonl) {
 
 TEST_F(RunTest, AResumedRunAddsAnEventFileAndTheReportCountsTheResume) {
   const std::string recipe = write_recipe("resumed");
-  const std::string tb = " --set output.tensorboard=true";
+  const std::string tb = " --set output.tensorboard=true --nproc-per-node 1";  // one worker: quicker
   RunOutcome first = bagua_run(recipe + tb + " --set train.max_steps=8");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   RunOutcome second = bagua_run(recipe + tb + " --set train.max_steps=16");

@@ -1,5 +1,7 @@
 #include "train/run_log.h"
 
+#include <bagua/errors.h>
+
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
@@ -66,6 +68,18 @@ void RunLog::add_tensorboard(const std::string& dir) {
   tensorboard_ = std::make_unique<TensorBoardWriter>(dir);
 }
 
+// A failed write (a full disk) stops the event file, not the training:
+// metrics.jsonl still has every record.
+void RunLog::write_tensorboard(int64_t step, const Scalars& values) {
+  if (!tensorboard_) return;
+  try {
+    tensorboard_->scalars(step, values);
+  } catch (const Error& e) {
+    tensorboard_.reset();
+    say(std::string("WARNING: TensorBoard events stop at step ") + std::to_string(step) + ": " + e.what());
+  }
+}
+
 double RunLog::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
@@ -79,7 +93,7 @@ void RunLog::step(const StepRecord& r) {
   if (!r.lrs.empty()) j["lrs"] = r.lrs;
   metrics_ << j.dump() << "\n";
   metrics_.flush();
-  if (tensorboard_) tensorboard_->scalars(r.step, step_scalars(r));
+  write_tensorboard(r.step, step_scalars(r));
   last_loss_ = r.loss;
   double steps_per_s = r.time > 0 ? static_cast<double>(r.step - start_step_) / r.time : 0;
   last_rate_ = steps_per_s;
@@ -109,7 +123,7 @@ void RunLog::eval(const EvalRecord& r) {
   if (r.eval_accuracy) j["eval_accuracy"] = *r.eval_accuracy;
   metrics_ << j.dump() << "\n";
   metrics_.flush();
-  if (tensorboard_) tensorboard_->scalars(r.step, eval_scalars(r));
+  write_tensorboard(r.step, eval_scalars(r));
   char line[200];
   if (r.eval_accuracy) {
     std::snprintf(line, sizeof(line), "eval after epoch %lld step %lld: loss %.4f accuracy %.2f%% (%lld samples)",

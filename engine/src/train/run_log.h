@@ -51,7 +51,9 @@ class RunLog {
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
   // Also writes each step and eval record as TensorBoard scalars to a new
-  // event file in `dir` (train/tensorboard_writer.h). Throws bagua::Error.
+  // event file in `dir` (train/tensorboard_writer.h). Throws bagua::Error
+  // when the file cannot be created; a later failed write only warns and
+  // stops the event file.
   void add_tensorboard(const std::string& dir);
   // Any other record (one JSON object, already serialised), e.g. the
   // bucket autotune's choice.
@@ -67,6 +69,7 @@ class RunLog {
 
  private:
   void draw(int64_t step, int64_t epoch, double rate);
+  void write_tensorboard(int64_t step, const Scalars& values);
   bool enabled_;
   std::FILE* bar_ = nullptr;  // where the bar is drawn; null: plain lines
   bool own_bar_ = false;      // bar_ is /dev/tty, opened here
