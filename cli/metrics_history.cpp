@@ -42,6 +42,7 @@ MetricsHistory read_metrics_history(const std::string& path) {
     if (j.is_discarded() || !j.is_object()) throw Error(where + ": not a JSON object", true);
     if (j.contains("resumed_from")) {
       h.resumes += 1;
+      h.resume_steps.push_back(step_of(j, where));
       h.total_time += segment_time;
       segment_time = 0;
     } else if (j.contains("loss")) {

@@ -29,6 +29,7 @@ struct MetricsHistory {
   std::vector<StepPoint> steps;  // records with "loss", in file order
   std::vector<EvalPoint> evals;  // records with "eval_loss", in file order
   int resumes = 0;               // records with "resumed_from"
+  std::vector<int64_t> resume_steps;  // the step of each, in file order
   double total_time = 0;         // the sum over the run and each resume of its last "time"
 };
 

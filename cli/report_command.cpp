@@ -112,8 +112,10 @@ int run_report(const ReportFlags& f) {
   if (history.resumes == 1) subtitle += ", resumed once";
   if (history.resumes > 1) subtitle += ", resumed " + std::to_string(history.resumes) + " times";
   std::ofstream svg(svg_path);
+  std::vector<ChartMarker> resumes;
+  for (int64_t step : history.resume_steps) resumes.push_back({static_cast<double>(step), "resumed"});
   svg << line_chart_svg("bagua report: " + fs::absolute(dir).lexically_normal().filename().string(), subtitle,
-                        report_panels(history));
+                        report_panels(history), resumes);
   svg.close();
   if (!svg) throw Error("cannot write " + svg_path, true);
 

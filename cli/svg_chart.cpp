@@ -87,8 +87,9 @@ std::vector<double> nice_ticks(double lo, double hi, int count) {
 }
 
 std::string line_chart_svg(const std::string& title, const std::string& subtitle,
-                           const std::vector<ChartPanel>& panels) {
+                           const std::vector<ChartPanel>& panels, const std::vector<ChartMarker>& markers) {
   Range xs;
+  for (const auto& m : markers) xs.add(m.x);
   for (const auto& p : panels)
     for (const auto& s : p.series)
       for (const auto& pt : s.points) xs.add(pt.first);
@@ -145,6 +146,12 @@ std::string line_chart_svg(const std::string& title, const std::string& subtitle
         << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << plot_bottom + 34 << "\" text-anchor=\"middle\">step</text>\n"
         << "<text transform=\"translate(18 " << plot_top + plot_h / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
         << xml_escape(panel.y_label) << "</text>\n";
+    for (const auto& m : markers) {
+      const std::string x = num(px(m.x));
+      svg << "<g class=\"x-marker\"><line x1=\"" << x << "\" y1=\"" << plot_top << "\" x2=\"" << x << "\" y2=\""
+          << plot_bottom << "\" stroke=\"#777\" stroke-dasharray=\"4 3\"/><text x=\"" << num(px(m.x) + 3) << "\" y=\""
+          << plot_top + 12 << "\" fill=\"#555\" font-size=\"11\">" << xml_escape(m.label) << "</text></g>\n";
+    }
     if (points == 0) {
       svg << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << plot_top + plot_h / 2
           << "\" text-anchor=\"middle\" fill=\"#888\">" << xml_escape(panel.empty_note) << "</text>\n";

@@ -31,9 +31,16 @@ struct ChartPanel {
 // covering [lo, hi]; the first is <= lo and the last >= hi.
 std::vector<double> nice_ticks(double lo, double hi, int count);
 
+// A labelled vertical dashed line across every panel at step `x`.
+struct ChartMarker {
+  double x;
+  std::string label;
+};
+
 // A standalone SVG: a title line, an optional subtitle, and the panels one
-// below the other, all with "step" on the x axis and the same x range.
+// below the other, all with "step" on the x axis and the same x range;
+// each marker is drawn in each panel (class="x-marker").
 std::string line_chart_svg(const std::string& title, const std::string& subtitle,
-                           const std::vector<ChartPanel>& panels);
+                           const std::vector<ChartPanel>& panels, const std::vector<ChartMarker>& markers = {});
 
 }  // namespace bagua::cli

@@ -257,6 +257,12 @@ TEST_F(RunTest, AResumedRunAddsAnEventFileAndTheReportCountsTheResume) {
   ASSERT_EQ(report.exit_code, 0) << report.output;
   const json summary = json::parse(report.output);
   EXPECT_EQ(summary["resumes"], 1);
+  const std::string svg = read_file(out / "report.svg");
+  size_t markers = 0;
+  for (size_t at = svg.find("class=\"x-marker\""); at != std::string::npos; at = svg.find("class=\"x-marker\"", at + 1)) {
+    ++markers;
+  }
+  EXPECT_EQ(markers, 3u) << "the resume marked in each of the three panels";
   double total = 0, segment = 0;
   for (const auto& j : records) {
     if (j.contains("resumed_from")) total += std::exchange(segment, 0.0);
