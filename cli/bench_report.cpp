@@ -1,5 +1,7 @@
 #include "bench_report.h"
 
+#include "svg_chart.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,20 +30,6 @@ std::string bytes_text(double b) {
   if (b >= 1e6) return fmt("%.2f MB", b / 1e6);
   if (b >= 1e3) return fmt("%.1f kB", b / 1e3);
   return fmt("%.0f B", b);
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 // The algorithm others are compared with: gradient_allreduce when measured,

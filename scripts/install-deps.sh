@@ -29,10 +29,11 @@ build_packages=(
   nlohmann-json3-dev    # JSON trees (recipes, metrics)
   libvalijson-dev       # JSON Schema validation of recipes
   zlib1g-dev            # gzipped IDX data sets (zlib inflate)
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protos, engine/src/train/tensorboard_event.proto)
   libhiredis-dev        # Redis client (dataset cache)
 )
 runtime_packages=(
-  libtorch1.13 libgloo0 libyaml-cpp0.7 libhiredis0.14 zlib1g
+  libtorch1.13 libgloo0 libyaml-cpp0.7 libhiredis0.14 libprotobuf32 zlib1g
   libopenblas0-openmp   # a fast BLAS for LibTorch (the default libblas3 is the slow reference one); honours OMP_NUM_THREADS
   redis-server          # Redis server (spawned by the cache and its tests)
   iproute2 procps       # ip/tc (bagua bench --link, multi-node tests), ps
@@ -42,6 +43,7 @@ test_packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   python3-torch         # exports TorchScript test models; PyTorch DDP baseline
+  python3-protobuf      # tests read the event files back independently (tests/metrics/read_tfevents.py)
 )
 docker_packages=(podman runc debootstrap uidmap)
 

@@ -48,6 +48,7 @@ TEST_F(RunTest, TwoWorkersTrainLogCheckpointAndAgree) {
   EXPECT_TRUE(fs::exists(out / "recipe.resolved.yaml"));
   EXPECT_TRUE(fs::exists(out / "logs" / "rank-0.log"));
   EXPECT_TRUE(fs::exists(out / "logs" / "rank-1.log"));
+  EXPECT_FALSE(fs::exists(out / "tensorboard")) << "output.tensorboard is off by default";
   EXPECT_NE(r.output.find("final weights identical on all 2 workers"), std::string::npos) << r.output;
   auto records = metrics(out / "metrics.jsonl");
   int steps = 0, evals = 0;

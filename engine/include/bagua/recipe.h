@@ -229,6 +229,7 @@ struct OutputSpec {
   bool trace = false;  // per-step Chrome trace of each rank, trace/rank-N.json
   int64_t trace_from_step = 6;  // the first traced step (from 1)
   int64_t trace_steps = 20;
+  bool tensorboard = false;  // rank 0 also writes TensorBoard event files, tensorboard/events.out.tfevents.*
 };
 
 // A valid recipe with every default filled and every path made absolute.

@@ -225,6 +225,7 @@ Recipe to_typed_recipe(const json& doc) {
   r.output.trace = o.at("trace").get<bool>();
   r.output.trace_from_step = o.at("trace_from_step").get<int64_t>();
   r.output.trace_steps = o.at("trace_steps").get<int64_t>();
+  r.output.tensorboard = o.at("tensorboard").get<bool>();
   return r;
 }
 

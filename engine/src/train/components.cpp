@@ -117,4 +117,10 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
+std::vector<double> current_lrs(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
+  std::vector<double> lrs;
+  for (const auto& o : optimizers) lrs.push_back(o->param_groups()[0].options().get_lr());
+  return lrs;
+}
+
 }  // namespace bagua::train

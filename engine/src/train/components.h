@@ -41,4 +41,7 @@ double scheduled_lr(const SchedulerSpec& spec, double base, int64_t step, int64_
 // Sets every parameter group's lr of `optimizer`.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);
 
+// Each optimizer's current lr (its first parameter group's), in order.
+std::vector<double> current_lrs(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers);
+
 }  // namespace bagua::train

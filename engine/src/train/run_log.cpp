@@ -1,5 +1,7 @@
 #include "train/run_log.h"
 
+#include <bagua/errors.h>
+
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
@@ -23,6 +25,23 @@ std::string duration(double seconds) {
   }
   return buf;
 }
+
+// The TensorBoard tags of a record's metrics (docs/metrics.md lists them).
+Scalars step_scalars(const StepRecord& r) {
+  Scalars s = {{"train/loss", r.loss}, {"train/lr", r.lr}, {"train/samples_per_s", r.samples_per_s},
+               {"comm/bytes", static_cast<double>(r.comm_bytes)}};
+  for (size_t i = 0; i < r.lrs.size(); ++i) s.emplace_back("train/lr/" + std::to_string(i), r.lrs[i]);
+  if (r.nonfinite_skips) s.emplace_back("train/nonfinite_skips", static_cast<double>(*r.nonfinite_skips));
+  if (r.padding) s.emplace_back("train/padding", *r.padding);
+  return s;
+}
+
+Scalars eval_scalars(const EvalRecord& r) {
+  Scalars s = {{"eval/loss", r.eval_loss}};
+  if (r.eval_accuracy) s.emplace_back("eval/accuracy", *r.eval_accuracy);
+  return s;
+}
+
 }  // namespace
 
 RunLog::RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step)
@@ -44,6 +63,23 @@ RunLog::~RunLog() {
   if (own_bar_) std::fclose(bar_);
 }
 
+void RunLog::add_tensorboard(const std::string& dir) {
+  if (!enabled_) return;
+  tensorboard_ = std::make_unique<TensorBoardWriter>(dir);
+}
+
+// A failed write (a full disk) stops the event file, not the training:
+// metrics.jsonl still has every record.
+void RunLog::write_tensorboard(int64_t step, const Scalars& values) {
+  if (!tensorboard_) return;
+  try {
+    tensorboard_->scalars(step, values);
+  } catch (const Error& e) {
+    tensorboard_.reset();
+    say(std::string("WARNING: TensorBoard events stop at step ") + std::to_string(step) + ": " + e.what());
+  }
+}
+
 double RunLog::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
@@ -54,8 +90,10 @@ void RunLog::step(const StepRecord& r) {
                       {"samples_per_s", r.samples_per_s}, {"time", r.time}, {"comm_bytes", r.comm_bytes}};
   if (r.nonfinite_skips) j["nonfinite_skips"] = *r.nonfinite_skips;
   if (r.padding) j["padding"] = *r.padding;
+  if (!r.lrs.empty()) j["lrs"] = r.lrs;
   metrics_ << j.dump() << "\n";
   metrics_.flush();
+  write_tensorboard(r.step, step_scalars(r));
   last_loss_ = r.loss;
   double steps_per_s = r.time > 0 ? static_cast<double>(r.step - start_step_) / r.time : 0;
   last_rate_ = steps_per_s;
@@ -85,6 +123,7 @@ void RunLog::eval(const EvalRecord& r) {
   if (r.eval_accuracy) j["eval_accuracy"] = *r.eval_accuracy;
   metrics_ << j.dump() << "\n";
   metrics_.flush();
+  write_tensorboard(r.step, eval_scalars(r));
   char line[200];
   if (r.eval_accuracy) {
     std::snprintf(line, sizeof(line), "eval after epoch %lld step %lld: loss %.4f accuracy %.2f%% (%lld samples)",

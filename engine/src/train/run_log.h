@@ -8,11 +8,15 @@
 // a terminal (BAGUA_PROGRESS=tty), or to stderr when that is a terminal.
 #pragma once
 
+#include "train/tensorboard_writer.h"
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bagua::train {
 
@@ -26,6 +30,7 @@ struct StepRecord {
   int64_t comm_bytes;  // bytes this rank (rank 0) sent for the algorithm since the last record
   std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
   std::optional<double> padding;  // padded token sequences: the share of input elements that were padding
+  std::vector<double> lrs;  // every optimizer's lr, in recipe order, when there are several (else empty)
 };
 
 struct EvalRecord {
@@ -45,6 +50,11 @@ class RunLog {
   RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
+  // Also writes each step and eval record as TensorBoard scalars to a new
+  // event file in `dir` (train/tensorboard_writer.h). Throws bagua::Error
+  // when the file cannot be created; a later failed write only warns and
+  // stops the event file.
+  void add_tensorboard(const std::string& dir);
   // Any other record (one JSON object, already serialised), e.g. the
   // bucket autotune's choice.
   void record(const std::string& json_object);
@@ -59,12 +69,14 @@ class RunLog {
 
  private:
   void draw(int64_t step, int64_t epoch, double rate);
+  void write_tensorboard(int64_t step, const Scalars& values);
   bool enabled_;
   std::FILE* bar_ = nullptr;  // where the bar is drawn; null: plain lines
   bool own_bar_ = false;      // bar_ is /dev/tty, opened here
   int64_t total_steps_;
   int64_t start_step_;
   std::ofstream metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // null unless add_tensorboard()
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   double last_rate_ = 0;  // steps per second

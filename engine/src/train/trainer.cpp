@@ -510,6 +510,7 @@ void Worker::plan() {
 
   log_ = std::make_unique<train::RunLog>((out_dir_ / "metrics.jsonl").string(), rank_ == 0, total_,
                                          !outcome_.resumed_from.empty(), pos_.step);
+  if (recipe_.output.tensorboard) log_->add_tensorboard((out_dir_ / "tensorboard").string());
   if (recipe_.output.trace) {
     trace_ = std::make_unique<train::StepTrace>(
         rank_, recipe_.output.trace_from_step, recipe_.output.trace_steps,
@@ -535,6 +536,7 @@ void Worker::plan() {
   for (const auto& name : built_.unassigned) log_->say("note: parameter " + name + " is in no optimizer: it stays fixed");
   if (!outcome_.resumed_from.empty()) {
     log_->say("resumed from " + outcome_.resumed_from + " at step " + std::to_string(pos_.step));
+    log_->record(nlohmann::json({{"step", pos_.step}, {"resumed_from", outcome_.resumed_from}}).dump());
   }
   if (recipe_.output.trace) {
     const int64_t from = recipe_.output.trace_from_step, to = from + recipe_.output.trace_steps - 1;
@@ -805,7 +807,8 @@ void Worker::record_step(int64_t epoch, int64_t samples, const Batch& batch) {
               recipe_.train.on_nonfinite == OnNonFinite::kSkipStep ? std::optional<int64_t>(nonfinite_skips_)
                                                                     : std::nullopt,
               padded_input_ ? std::optional<double>(w[3].item<double>() / std::max(1.0, w[4].item<double>()))
-                            : std::nullopt});
+                            : std::nullopt,
+              built_.optimizers.size() > 1 ? train::current_lrs(built_.optimizers) : std::vector<double>{}});
   window_loss_sum_.zero_();
   window_steps_ = window_samples_ = window_padding_ = window_elements_ = 0;
   window_bytes_start_ = bytes_now;
