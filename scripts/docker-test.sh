@@ -92,7 +92,7 @@ build_flags=(--pull=never)
 if [ "$engine" = podman ]; then
   # podman build does not apply containers.conf's default_ulimits, and its
   # own defaults can exceed what this machine allows.
-  limits=$(grep -o '"no[a-z]*=[0-9]*:[0-9]*"' /etc/containers/containers.conf 2>/dev/null | tr -d '"' || true)
+  limits=$(grep -oE '"(nofile|nproc)=[0-9]+:[0-9]+"' /etc/containers/containers.conf 2>/dev/null | tr -d '"' || true)
   for l in $limits; do build_flags+=(--ulimit "$l"); done
   if command -v ccache >/dev/null 2>&1; then
     cache_dir=$(ccache --get-config cache_dir)
