@@ -11,8 +11,9 @@
 #
 # When the build is given a compiler cache at /ccache (podman build
 # --volume DIR:/ccache, or BuildKit's cache mount), compiling reuses it:
-# scripts/docker-test.sh passes the one scripts/build.sh fills, so objects
-# already compiled on the host are not compiled again.
+# scripts/docker-test.sh passes the one scripts/build.sh fills, and the
+# checkout's path as BAGUA_SRC, so objects already compiled on the host are
+# not compiled again.
 
 ARG BASE=debian:bookworm-slim
 
@@ -33,7 +34,11 @@ RUN bash /tmp/install-deps.sh --runtime && rm -rf /tmp/install-deps.sh /var/lib/
 
 FROM build-deps AS build
 ARG BAGUA_TESTS=OFF
-WORKDIR /src
+# Where the sources go. The unity build's batch files include each source
+# by its absolute path, so a compiler cache filled by a checkout elsewhere
+# hits only when the path is the same: scripts/docker-test.sh passes its own.
+ARG BAGUA_SRC=/src
+WORKDIR ${BAGUA_SRC}
 COPY . .
 RUN if [ -d /ccache ]; then export CCACHE_DIR=/ccache; fi \
  && BAGUA_CCACHE_STATS=1 bash scripts/build.sh -DBAGUA_BUILD_TESTS=$BAGUA_TESTS -DBAGUA_BUILD_BENCH=OFF \

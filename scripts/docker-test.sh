@@ -97,7 +97,8 @@ if [ "$engine" = podman ]; then
   if command -v ccache >/dev/null 2>&1; then
     cache_dir=$(ccache --get-config cache_dir)
     mkdir -p "$cache_dir"
-    build_flags+=(--volume "$cache_dir:/ccache")
+    # The same source path as here, so the unity batches hash the same.
+    build_flags+=(--volume "$cache_dir:/ccache" --build-arg "BAGUA_SRC=$PWD")
   fi
   [ -d /var/cache/apt/archives ] && build_flags+=(--volume /var/cache/apt/archives:/var/cache/apt/archives:O)
 else

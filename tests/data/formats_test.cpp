@@ -25,7 +25,7 @@ void expect_tensor(const at::Tensor& got, const at::Tensor& want) {
 ColumnRef named(const std::string& n) { ColumnRef c; c.name = n; return c; }
 ColumnRef index(int64_t i) { ColumnRef c; c.index = i; return c; }
 
-DataSource csv(const std::string& file) {
+DataSource good_csv(const std::string& file) {
   DataSource s;
   s.format = DataFormat::kCsv;
   s.path = data_dir() + "/good/" + file;
@@ -33,7 +33,7 @@ DataSource csv(const std::string& file) {
 }
 
 TEST(CsvDataset, HeaderQuotedNamesCrlfBlankLines) {
-  DataSource s = csv("points.csv");
+  DataSource s = good_csv("points.csv");
   s.target_column = named("label");
   auto d = load_dataset(s, TargetKind::kClassIndex);
   EXPECT_EQ(d->size(), 3);
@@ -45,7 +45,7 @@ TEST(CsvDataset, HeaderQuotedNamesCrlfBlankLines) {
 }
 
 TEST(CsvDataset, ChosenInputColumnsFloatTargetAndShape) {
-  DataSource s = csv("points.csv");
+  DataSource s = good_csv("points.csv");
   s.target_column = index(2);
   s.input_columns = {named("label"), index(0)};
   s.input_shape = {2, 1};
@@ -57,7 +57,7 @@ TEST(CsvDataset, ChosenInputColumnsFloatTargetAndShape) {
 }
 
 TEST(CsvDataset, NoHeaderOtherDelimiter) {
-  DataSource s = csv("plain.csv");
+  DataSource s = good_csv("plain.csv");
   s.header = false;
   s.delimiter = ';';
   s.target_column = index(0);

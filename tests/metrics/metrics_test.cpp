@@ -25,8 +25,6 @@ namespace {
 using namespace bagua::testing;
 using nlohmann::json;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 // TensorBoard stores scalars as 32-bit floats.
 double as_float32(double v) { return static_cast<double>(static_cast<float>(v)); }
 

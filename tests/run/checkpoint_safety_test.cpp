@@ -23,8 +23,6 @@ std::string step_dir(int step) {
   return buf;
 }
 
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
 void flip_a_byte(const fs::path& file) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   ASSERT_TRUE(f) << file;

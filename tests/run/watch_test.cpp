@@ -22,8 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
 TEST_F(RunTest, AStoppedWorkerIsNamedAndTheJobEndsSoonAfterTheTimeout) {
   std::string recipe = write_recipe("stall", "", "tests/run/models/mlp_small.pt");
   const auto t0 = Clock::now();

@@ -29,6 +29,8 @@ inline const std::string kFmnist = "/usr/share/datasets/fashion-mnist/";
 
 inline std::string read_file(const fs::path& path) { return slurp(path.string()); }
 
+inline bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
 struct RunOutcome {
   int exit_code = -1;
   std::string output;
