@@ -172,6 +172,7 @@ int launch(const BenchFlags& f) {
   opts.echo_rank = nnodes > 1 && node_rank != 0 ? -1 : 0;
   opts.prefix_output = nnodes > 1 && node_rank != 0;
   opts.threads_per_worker = recipe ? recipe->train.threads.value_or(0) : 0;
+  opts.cause_statuses = {kExitInvalidInput};  // as bagua run: the rank that found bad input
   opts.log_dir = (work.path / "logs").string();
   std::unique_ptr<EmulatedNetwork> network;
   if (!f.link.empty()) {

@@ -225,6 +225,9 @@ int launch_workers(const Recipe& recipe, const RunFlags& flags) {
   opts.prefix_output = false;
   opts.threads_per_worker = recipe.train.threads.value_or(0);
   opts.stop_grace = std::chrono::seconds(30);  // time for the final checkpoint
+  // A rank that found bad input or a diverged loss is the cause, even when a
+  // peer that lost its connection to it exits first.
+  opts.cause_statuses = {kExitInvalidInput, kExitDiverged};
   opts.extra_env["BAGUA_PROGRESS"] = isatty(STDERR_FILENO) ? "tty" : "plain";
   if (d.nnodes > 1 && d.node_rank != 0) opts.echo_rank = -1;  // rank 0 lives elsewhere; every local rank shows
   for (int attempt = 0;; ++attempt) {

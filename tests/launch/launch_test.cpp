@@ -504,6 +504,49 @@ TEST(LaunchFailure, WorkerIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_EQ(result.workers[1].status, SIGKILL);
 }
 
+// A rank that finds bad input and leaves makes its peers fail too (their
+// connection to it closes), and a peer may well exit first. With
+// cause_statuses the rank whose exit code names the cause is reported;
+// without, the first to exit. Rank 0 here fails only once the supervisor has
+// seen rank 1's failure (its SIGTERM), so the order is certain.
+TEST(LaunchFailure, ARankExitingWithACauseStatusIsNamedEvenWhenAPeerFailedFirst) {
+  for (bool with_causes : {true, false}) {
+    SCOPED_TRACE(with_causes ? "with cause_statuses" : "without");
+    TempDir dir;
+    CaptureFile out(dir / "out"), err(dir / "err");
+    auto options = options_for(R"(
+      if [ $RANK = 0 ]; then
+        trap 'touch "$ENV_DIR/term"' TERM
+        touch "$ENV_DIR/ready"
+        while [ ! -e "$ENV_DIR/term" ]; do sleep 0.05; done
+        echo "column 'lable' is not in data.csv"; exit 2
+      fi
+      while [ ! -e "$ENV_DIR/ready" ]; do sleep 0.05; done
+      echo "Connection closed by peer"; exit 1
+    )", 2, out, err);
+    options.extra_env = {{"ENV_DIR", dir.path().string()}};
+    if (with_causes) options.cause_statuses = {2, 4};
+    bagua::LaunchResult result = bagua::LocalSupervisor(options).run();
+    ASSERT_TRUE(result.first_failure.has_value());
+    ASSERT_EQ(result.workers.size(), 2u);
+    EXPECT_EQ(result.workers[0].status, 2);
+    EXPECT_EQ(result.workers[1].status, 1);
+    if (with_causes) {
+      EXPECT_EQ(result.first_failure->rank, 0);
+      EXPECT_EQ(result.first_failure->describe(), "exit code 2");
+      EXPECT_FALSE(result.workers[0].stopped_by_supervisor);
+      ASSERT_FALSE(result.failure_tail.empty());  // (sh may first say its sleep was "Terminated")
+      EXPECT_EQ(result.failure_tail.back(), "column 'lable' is not in data.csv");
+      EXPECT_THAT(result.summary(), HasSubstr("rank 0 (local rank 0) failed with exit code 2"));
+      EXPECT_THAT(result.summary(), HasSubstr("rank 1 (exit code 1)"));
+    } else {
+      EXPECT_EQ(result.first_failure->rank, 1);
+      EXPECT_TRUE(result.workers[0].stopped_by_supervisor);
+      EXPECT_EQ(result.failure_tail, std::vector<std::string>{"Connection closed by peer"});
+    }
+  }
+}
+
 TEST(LaunchFailure, DeathBySignalIsNamed) {
   TempDir dir;
   CaptureFile out(dir / "out"), err(dir / "err");

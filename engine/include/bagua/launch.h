@@ -13,6 +13,10 @@
 //     with a non-zero code or on a signal is the root cause (first_failure);
 //     the others still running are sent SIGTERM (to their whole process
 //     group), then SIGKILL after stop_grace, and marked stopped_by_supervisor.
+//     A worker that exits during that stop with one of cause_statuses,
+//     when the first failure's status is not one, is the root cause
+//     instead: a rank that found bad input makes its peers fail too (their
+//     connection to it closes), and which of them exits first is a race.
 //     Once they are all gone, each worker's process group gets a last
 //     SIGKILL, so nothing a stopped worker started outlives run(). After a
 //     successful run, children a worker left behind are left alone.
@@ -95,6 +99,9 @@ struct LaunchOptions {
   //     store) stops this node's workers too: LaunchResult::remote_failure.
   // Without a store to read (not started yet, gone) the watch does nothing.
   bool watch_progress = false;
+  // Exit codes that name the cause of a failure better than a peer's (see
+  // the contract above); `bagua run` gives 2 (bad input) and 4 (diverged).
+  std::vector<int> cause_statuses;
   std::chrono::milliseconds stall_warning{60000};
   std::chrono::milliseconds stall_timeout{0};  // 0: never stop for a stall
 };

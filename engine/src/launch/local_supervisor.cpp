@@ -286,6 +286,12 @@ class SupervisedRun {
       } else {
         w.exit.status = WEXITSTATUS(status);
       }
+      if (first_failure_ && is_cause(w.exit) && !first_failure_->signaled && !is_cause(*first_failure_)) {
+        // The rank that found the problem, not the peer that lost it first:
+        // it was leaving on its own, whatever our SIGTERM.
+        w.exit.stopped_by_supervisor = false;
+        first_failure_ = w.exit;
+      }
       if (!w.exit.succeeded() && !stopping_ && !first_failure_) {
         first_failure_ = w.exit;
         if (monitor_) {
@@ -310,6 +316,11 @@ class SupervisedRun {
       }
     }
     if (first_failure_) begin_stop();
+  }
+
+  bool is_cause(const WorkerExit& e) const {
+    const auto& c = options_.cause_statuses;
+    return !e.signaled && std::find(c.begin(), c.end(), e.status) != c.end();
   }
 
   bool any_running() const {
