@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""One-GPU `bagua run` against a plain PyTorch training loop, in one run.
+"""One-GPU `bagua run` against a plain PyTorch loop and PyTorch DDP, in one run.
 
     python3 bench/gpu_vs_torch.py --bagua build-cuda/cli/bagua [--repeats 3] [--steps 3000] [--window 250]
+                                  [--models quickstart,wide,20m]
 
 Needs a PyTorch with CUDA (the `python3` that has it) and a CUDA build of
 bagua (scripts/build.sh --cuda). Both train the same TorchScript model on
@@ -9,10 +10,13 @@ Fashion-MNIST on GPU 0: batch 64, SGD (lr 0.05, momentum 0.9), constant lr,
 samples reshuffled every epoch, images gathered on the host per batch and
 copied to the GPU, the loss summed on the GPU and read once per window.
 bagua runs as `bagua run` with one worker (NCCL); PyTorch as a plain loop
-in this process. The figure is samples/s per window of --window steps,
-the first window (warm-up) left out, median over windows; the two
-alternate --repeats times. Models: the quickstart MLP (784-256-10) and a
-wider MLP (784-1024-1024-10, exported here with torch.jit.script).
+in this process, and as the same loop through DistributedDataParallel
+(NCCL, world size 1: its bucketing and hooks, with nothing to send). The
+figure is samples/s per window of --window steps, the first window
+(warm-up) left out, median over windows; the three alternate --repeats
+times. Models: the quickstart MLP (784-256-10), a wider MLP
+(784-1024-1024-10) and the 20 M-parameter MLP of docs/benchmarks.md
+(784-4096-4096-10), the last two exported here with torch.jit.script.
 """
 import argparse
 import gzip
@@ -40,13 +44,15 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
-def torch_loop(model_path, steps, window, batch, device):
+def torch_loop(model_path, steps, window, batch, device, ddp=False):
     images = torch.from_numpy(read_idx(FMNIST + "train-images-idx3-ubyte.gz").copy()).float().div_(255.0)
     images = images.view(-1, 1, 28, 28)
     labels = torch.from_numpy(read_idx(FMNIST + "train-labels-idx1-ubyte.gz").copy()).long()
     torch.manual_seed(0)
     model = torch.jit.load(model_path).to(device)
     model.train()
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(0)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
@@ -102,10 +108,10 @@ output: {{dir: {out}}}
     return rates
 
 
-def export_wide(path):
+def export_mlp(path, hidden):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                                torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, hidden), torch.nn.ReLU(),
+                                torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
     torch.jit.script(model).save(path)
 
 
@@ -116,27 +122,45 @@ def main():
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--window", type=int, default=250)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--models", default="quickstart,wide,20m", help="comma-separated: quickstart, wide, 20m")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_vs_torch: this python's torch sees no GPU")
     device = torch.device("cuda", 0)
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, batch {args.batch}, "
           f"{args.steps} steps, samples/s per {args.window}-step window (median, first window left out)")
+    # DDP of one rank over NCCL, in this process.
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    torch.distributed.init_process_group("nccl", rank=0, world_size=1)
     with tempfile.TemporaryDirectory() as tmp:
-        wide = os.path.join(tmp, "wide.pt")
-        export_wide(wide)
-        models = [("mlp 784-256-10", os.path.join(ROOT, "recipes", "models", "mlp.pt")),
-                  ("mlp 784-1024-1024-10", wide)]
-        print(f"{'model':>22} {'round':>5} {'bagua':>10} {'pytorch':>10} {'ratio':>7}")
+        known = {"quickstart": ("mlp 784-256-10", os.path.join(ROOT, "recipes", "models", "mlp.pt"), None),
+                 "wide": ("mlp 784-1024-1024-10", os.path.join(tmp, "wide.pt"), 1024),
+                 "20m": ("mlp 784-4096-4096-10", os.path.join(tmp, "mlp20m.pt"), 4096)}
+        models = []
+        for key in args.models.split(","):
+            if key not in known:
+                sys.exit(f"gpu_vs_torch: unknown model {key!r} (known: {', '.join(known)})")
+            name, path, hidden = known[key]
+            if hidden:
+                export_mlp(path, hidden)
+            models.append((name, path))
+        print(f"{'model':>22} {'round':>5} {'bagua':>10} {'pytorch':>10} {'ddp':>10} {'b/pt':>7} {'b/ddp':>7}")
         for name, path in models:
-            ratios = []
+            ratios, ddp_ratios = [], []
             for r in range(args.repeats):
                 b = statistics.median(bagua_run(args.bagua, tmp, path, args.steps, args.window, args.batch)[1:])
                 t = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device)[1:])
+                d = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device, ddp=True)[1:])
                 ratios.append(b / t)
-                print(f"{name:>22} {r + 1:>5} {b:>10.0f} {t:>10.0f} {b / t:>7.3f}", flush=True)
+                ddp_ratios.append(b / d)
+                print(f"{name:>22} {r + 1:>5} {b:>10.0f} {t:>10.0f} {d:>10.0f} {b / t:>7.3f} {b / d:>7.3f}",
+                      flush=True)
             print(f"{name:>22} bagua/pytorch median {statistics.median(ratios):.3f} "
-                  f"(spread {min(ratios):.3f}-{max(ratios):.3f})", flush=True)
+                  f"(spread {min(ratios):.3f}-{max(ratios):.3f}); bagua/ddp median "
+                  f"{statistics.median(ddp_ratios):.3f} (spread {min(ddp_ratios):.3f}-{max(ddp_ratios):.3f})",
+                  flush=True)
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
