@@ -6,9 +6,9 @@
 // emulated network (--link), starts the workers as `bagua run` does, and
 // turns rank 0's figures into a table, a recommendation, JSON and an SVG.
 // A worker is this same command with --worker-spec (set by the launcher).
-#include "bench_report.h"
+#include "bench/bench_report.h"
 #include "command.h"
-#include "emulated_network.h"
+#include "bench/emulated_network.h"
 
 #include <bagua/algorithms/registry.h>
 #include <bagua/bench.h>
@@ -67,7 +67,7 @@ int run_worker_mode(const BenchFlags& f) {
   // --link: this worker is a machine of its own, in its own namespace.
   if (const char* prefix = std::getenv("BAGUA_BENCH_NETNS"); prefix && *prefix) {
     const char* local = std::getenv("LOCAL_RANK");
-    EmulatedNetwork::enter_namespace(prefix, local ? std::atoi(local) : 0);
+    bench::EmulatedNetwork::enter_namespace(prefix, local ? std::atoi(local) : 0);
     setenv("LOCAL_RANK", "0", 1);
     setenv("LOCAL_WORLD_SIZE", "1", 1);
     setenv("GROUP_RANK", std::getenv("RANK"), 1);
@@ -87,15 +87,15 @@ int launch(const BenchFlags& f) {
   // Flags first: everything wrong is reported before anything starts.
   std::vector<std::string> algorithms = f.algorithms;
   if (algorithms.empty()) {
-    for (const auto& d : algorithm_registry()) {
-      if (d.implemented()) algorithms.push_back(d.name);
+    for (const auto& d : algorithm_catalog()) {
+      if (bagua::algorithm_implemented(d.name)) algorithms.push_back(d.name);
     }
   }
   for (const auto& a : algorithms) {
     const AlgorithmDescriptor* d = find_algorithm(a);
-    if (d == nullptr || !d->implemented()) {
+    if (d == nullptr || !algorithm_implemented(a)) {
       std::string known;
-      for (const auto& r : algorithm_registry()) known += (known.empty() ? "" : ", ") + r.name;
+      for (const auto& r : algorithm_catalog()) known += (known.empty() ? "" : ", ") + r.name;
       return fail("--algorithm " + a + ": no such algorithm; known: " + known);
     }
   }
@@ -150,7 +150,7 @@ int launch(const BenchFlags& f) {
   if (!f.link.empty() && nnodes > 1) {
     return fail("--link emulates the network between the workers of one machine; with --nnodes the network is real");
   }
-  if (!f.link.empty() && !EmulatedNetwork::valid_rate(f.link)) {
+  if (!f.link.empty() && !bench::EmulatedNetwork::valid_rate(f.link)) {
     return fail("--link " + f.link + ": not a rate; give a number and a unit: 1gbit, 500mbit, 100mbps, ...");
   }
   if (!f.plot_path.empty() && fs::path(f.plot_path).extension() != ".svg") {
@@ -174,12 +174,12 @@ int launch(const BenchFlags& f) {
   opts.threads_per_worker = recipe ? recipe->train.threads.value_or(0) : 0;
   opts.cause_statuses = {kExitInvalidInput};  // as bagua run: the rank that found bad input
   opts.log_dir = (work.path / "logs").string();
-  std::unique_ptr<EmulatedNetwork> network;
+  std::unique_ptr<bench::EmulatedNetwork> network;
   if (!f.link.empty()) {
-    network = std::make_unique<EmulatedNetwork>(nproc, f.link);  // throws user errors (root, ip, tc)
+    network = std::make_unique<bench::EmulatedNetwork>(nproc, f.link);  // throws user errors (root, ip, tc)
     opts.extra_env["BAGUA_BENCH_NETNS"] = network->prefix();
-    opts.extra_env["GLOO_SOCKET_IFNAME"] = EmulatedNetwork::kInterface;
-    opts.master_addr = EmulatedNetwork::address(0);  // rank 0 serves the store, inside its namespace
+    opts.extra_env["GLOO_SOCKET_IFNAME"] = bench::EmulatedNetwork::kInterface;
+    opts.master_addr = bench::EmulatedNetwork::address(0);  // rank 0 serves the store, inside its namespace
     opts.master_port = DistributedSpec::kDefaultMasterPort;
   }
 
@@ -213,8 +213,8 @@ int launch(const BenchFlags& f) {
   raw["straggler"] = spec.straggler_rank < 0 ? json(nullptr)
                                              : json({{"rank", spec.straggler_rank}, {"factor", spec.straggler_factor}});
   raw["recipe"] = f.recipe.empty() ? json(nullptr) : json(f.recipe);
-  json report = summarize_bench(std::move(raw));
-  std::cout << bench_table(report) << "\nrecommendation: " << report["recommendation"].get<std::string>() << "\n";
+  json report = bench::summarize_bench(std::move(raw));
+  std::cout << bench::bench_table(report) << "\nrecommendation: " << report["recommendation"].get<std::string>() << "\n";
   if (!f.json_path.empty()) {
     std::ofstream out(f.json_path);
     out << report.dump(2) << "\n";
@@ -223,7 +223,7 @@ int launch(const BenchFlags& f) {
   }
   if (!f.plot_path.empty()) {
     std::ofstream out(f.plot_path);
-    out << bench_svg(report);
+    out << bench::bench_svg(report);
     if (!out) return fail("cannot write " + f.plot_path);
     std::cerr << "bagua bench: chart in " << f.plot_path << "\n";
   }

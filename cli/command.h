@@ -3,9 +3,10 @@
 // Each cli/<name>_command.cpp defines one static CommandRegistration. Its
 // setup function adds its flags to the subcommand and returns the function
 // that runs it; main() runs the selected one and exits with its result.
-// Exit codes are shared by every command (docs/cli.md):
+// Exit codes are shared by every command (docs/cli.md, bagua/exit_codes.h).
 #pragma once
 
+#include <bagua/exit_codes.h>
 #include <bagua/recipe.h>
 
 #include <CLI/CLI.hpp>
@@ -15,15 +16,6 @@
 #include <vector>
 
 namespace bagua::cli {
-
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitInternal = 1,      // a bug or an unexpected system failure
-  kExitInvalidInput = 2,  // bad flags, an invalid recipe, bad environment
-  kExitWorkerFailed = 3,  // a worker process failed (launch, run)
-  kExitDiverged = 4,      // run: the loss or a gradient became NaN or infinite (train.on_nonfinite: stop)
-  kExitInterrupted = 130, // stopped by SIGINT/SIGTERM
-};
 
 using CommandRunner = std::function<int()>;
 using CommandSetup = std::function<CommandRunner(CLI::App& sub)>;

@@ -16,6 +16,7 @@ std::vector<CommandInfo>& command_registry() {
 }  // namespace bagua::cli
 
 int main(int argc, char** argv) {
+  using namespace bagua;
   using namespace bagua::cli;
   CLI::App app{"bagua: data-parallel PyTorch training from one YAML recipe"};
   app.require_subcommand(1);

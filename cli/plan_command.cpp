@@ -161,7 +161,7 @@ void print_plan(std::ostream& out, const Plan& plan) {
     }
     const auto& k = b.buckets[i];
     out << "             " << std::left << std::setw(9) << k.name << std::right << std::setw(9)
-        << plan_dtype_name(k.dtype) << std::setw(5) << k.tensors.size() << " tensors" << std::setw(14) << grouped(k.numel)
+        << k.dtype << std::setw(5) << k.tensors.size() << " tensors" << std::setw(14) << grouped(k.numel)
         << " values" << std::setw(30) << bytes(k.bytes) << "  padding " << grouped(k.padded_numel - k.numel)
         << " values\n";
   }

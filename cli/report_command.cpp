@@ -5,8 +5,8 @@
 // and prints a short summary: steps, time, resumes, final loss, best eval,
 // throughput (docs/metrics.md).
 #include "command.h"
-#include "metrics_history.h"
-#include "svg_chart.h"
+#include "report/metrics_history.h"
+#include "common/svg_chart.h"
 
 #include <bagua/errors.h>
 
@@ -20,6 +20,11 @@
 
 namespace bagua::cli {
 namespace {
+
+using report::MetricsHistory;
+using svg::ChartPanel;
+using svg::ChartMarker;
+using svg::ChartSeries;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -99,11 +104,11 @@ int run_report(const ReportFlags& f) {
   if (!fs::exists(metrics)) {
     throw Error(metrics.string() + ": not found (is " + f.output_dir + " the output directory of a bagua run?)", true);
   }
-  const MetricsHistory history = read_metrics_history(metrics.string());
+  const MetricsHistory history = report::read_metrics_history(metrics.string());
   if (history.steps.empty() && history.evals.empty()) {
     throw Error(metrics.string() + ": no step or eval record yet", true);
   }
-  json summary = summarize_history(history);
+  json summary = report::summarize_history(history);
   const std::string svg_path = f.svg.empty() ? (dir / "report.svg").string() : f.svg;
   summary["svg"] = svg_path;
 
@@ -114,7 +119,7 @@ int run_report(const ReportFlags& f) {
   std::ofstream svg(svg_path);
   std::vector<ChartMarker> resumes;
   for (int64_t step : history.resume_steps) resumes.push_back({static_cast<double>(step), "resumed"});
-  svg << line_chart_svg("bagua report: " + fs::absolute(dir).lexically_normal().filename().string(), subtitle,
+  svg << svg::line_chart_svg("bagua report: " + fs::absolute(dir).lexically_normal().filename().string(), subtitle,
                         report_panels(history), resumes);
   svg.close();
   if (!svg) throw Error("cannot write " + svg_path, true);

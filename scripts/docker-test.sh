@@ -129,14 +129,14 @@ uid=$(run --entrypoint id "$image" -u)
 say "ok: runs as uid $uid, not root"
 
 run --entrypoint bash "$image" -c 'set -e; bagua --version; cd /usr/local
-  for f in lib/libbagua.so include/bagua/communication.h include/bagua/data.h lib/cmake/bagua/baguaConfig.cmake \
+  for f in lib/libbagua.so lib/libbagua_core.so lib/libbagua_common.so include/bagua/communication.h include/bagua/data.h lib/cmake/bagua/baguaConfig.cmake \
            lib/cmake/bagua/baguaTargets.cmake share/bagua/schemas/recipe.schema.json share/bagua/recipes/models/mlp.pt; do
     test -s "$f" || { echo "missing /usr/local/$f"; exit 1; }
   done
-  ! ldd bin/bagua | grep "not found"
+  ! ldd bin/bagua lib/libbagua_core.so | grep "not found"
   command -v redis-server ip >/dev/null' > /tmp/bagua-docker-files.log 2>&1 \
   || { cat /tmp/bagua-docker-files.log >&2; fail "the image lacks a file or a library"; }
-say "ok: $(head -1 /tmp/bagua-docker-files.log); library, headers, CMake package, schema, recipes; every library found; redis-server and ip present"
+say "ok: $(head -1 /tmp/bagua-docker-files.log); libraries, headers, CMake package, schema, recipes; every library found; redis-server and ip present"
 
 run --entrypoint bash "$image" -c 'set -e; n=0; for r in /usr/local/share/bagua/recipes/*.yaml; do bagua validate "$r" >/dev/null; n=$((n+1)); done; echo "$n recipes"' \
   > /tmp/bagua-docker-validate.log 2>&1 || { cat /tmp/bagua-docker-validate.log >&2; fail "bagua validate refused a shipped recipe"; }

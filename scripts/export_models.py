@@ -10,10 +10,10 @@ It writes (weights from a fixed seed, so only archive metadata differs between r
   recipes/models/cnn.pt         small CNN for Fashion-MNIST as [1, 28, 28] images
   recipes/models/mlp49.pt       49-64-10 MLP for the CSV example (7x7 thumbnails)
   recipes/models/tokens.pt      embedding-bag classifier for the JSONL example
-  tests/run/models/bn_cnn.pt    CNN with BatchNorm buffers and a "head" layer (end-to-end tests)
-  tests/run/models/mlp_small.pt 784-32-10 MLP (end-to-end tests)
-  tests/recipes/models/tiny.pt  4-3-2 MLP, a small file for the recipe tests
-  tests/recipes/data/tiny-tensors.pt  {'input': 4x4, 'target': 4} for the tensors format
+  tests/fixtures/models/bn_cnn.pt    CNN with BatchNorm buffers and a "head" layer (end-to-end tests)
+  tests/fixtures/models/mlp_small.pt 784-32-10 MLP (end-to-end tests)
+  tests/fixtures/recipes/models/tiny.pt  4-3-2 MLP, a small file for the recipe tests
+  tests/fixtures/recipes/data/tiny-tensors.pt  {'input': 4x4, 'target': 4} for the tensors format
 
 The outputs are committed (each well under 2 MB); rerun this script after
 changing a model definition here.

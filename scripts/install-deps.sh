@@ -43,7 +43,7 @@ test_packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   python3-torch         # exports TorchScript test models; PyTorch DDP baseline
-  python3-protobuf      # tests read the event files back independently (tests/metrics/read_tfevents.py)
+  python3-protobuf      # tests read the event files back independently (tests/fixtures/read_tfevents.py)
 )
 docker_packages=(podman runc debootstrap uidmap)
 

@@ -1,6 +1,6 @@
 // The bad-data corpus: every broken file is a DataError (a user error)
 // naming the file and the line (csv, jsonl) or record / offset (idx,
-// tensors). Text files live in tests/data/bad/; binary ones are written
+// tensors). Text files live in tests/fixtures/data/bad/; binary ones are written
 // here (IDX) or by Debian's Python (torch.save) into a temporary directory.
 #include "data/data_test_support.h"
 

@@ -18,7 +18,7 @@
 
 namespace bagua::testing {
 
-inline std::string data_dir() { return std::string(BAGUA_SOURCE_DIR) + "/tests/data"; }
+inline std::string data_dir() { return std::string(BAGUA_SOURCE_DIR) + "/tests/fixtures/data"; }
 
 // A fresh directory under the system temp dir, removed at destruction.
 class TempDir {

@@ -1,10 +1,7 @@
-// In-process unit tests: buckets, globs, the algorithm registry and its
-// agreement with the recipe schema.
-#include <bagua/algorithms/registry.h>
+// In-process unit tests: buckets and globs.
 #include <bagua/bucket.h>
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
-#include <bagua/recipe.h>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -100,72 +97,6 @@ TEST(Glob, StarsAndQuestionMarks) {
   EXPECT_FALSE(bagua::glob_match("layers.?.weight", "layers.10.weight"));
   EXPECT_FALSE(bagua::glob_match("head.bias", "head.bias2"));
   EXPECT_TRUE(bagua::glob_match("*", ""));
-}
-
-TEST(Registry, DefaultsAndKeywordArguments) {
-  auto algo = bagua::make_algorithm("gradient_allreduce");
-  EXPECT_EQ(algo->name(), "gradient_allreduce");
-  EXPECT_EQ(algo->kwargs(), (nlohmann::json{{"hierarchical", false}, {"average", true}}));
-  auto hier = bagua::make_algorithm("gradient_allreduce", {{"hierarchical", true}});
-  EXPECT_EQ(hier->kwargs()["hierarchical"], true);
-  EXPECT_EQ(hier->kwargs()["average"], true);
-}
-
-TEST(Registry, TraitsDescribeEachAlgorithm) {
-  EXPECT_TRUE(bagua::find_algorithm("gradient_allreduce")->traits.replicas_identical);
-  EXPECT_FALSE(bagua::find_algorithm("decentralized")->traits.replicas_identical);
-  EXPECT_FALSE(bagua::find_algorithm("async")->traits.replicas_identical);
-  EXPECT_TRUE(bagua::find_algorithm("qadam")->traits.needs_qadam_optimizer);
-  EXPECT_FALSE(bagua::find_algorithm("bytegrad")->traits.needs_qadam_optimizer);
-  EXPECT_EQ(bagua::find_algorithm("no_such"), nullptr);
-}
-
-TEST(Registry, MistakesAreExplained) {
-  try {
-    bagua::make_algorithm("gradient_allreduse");
-    FAIL();
-  } catch (const bagua::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("known: gradient_allreduce"), std::string::npos) << e.what();
-  }
-  try {
-    bagua::make_algorithm("gradient_allreduce", {{"peer_selection_mode", "all"}});
-    FAIL();
-  } catch (const bagua::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("does not accept 'peer_selection_mode' (it accepts: average, hierarchical)"),
-              std::string::npos)
-        << e.what();
-  }
-  try {
-    bagua::make_algorithm("gradient_allreduce", {{"average", "yes"}});
-    FAIL();
-  } catch (const bagua::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("'average' must be a boolean, got a string"), std::string::npos) << e.what();
-  }
-}
-
-// The recipe schema and the registry describe the same algorithms, with
-// the same keyword arguments and defaults.
-TEST(Registry, AgreesWithTheRecipeSchema) {
-  auto schema = nlohmann::json::parse(bagua::recipe_schema_text());
-  std::vector<std::string> schema_names, registry_names;
-  for (const auto& n : schema["definitions"]["algorithm"]["properties"]["name"]["enum"]) {
-    schema_names.push_back(n.get<std::string>());
-  }
-  for (const auto& spec : bagua::algorithm_registry()) registry_names.push_back(spec.name);
-  EXPECT_EQ(schema_names, registry_names);
-  for (const auto& spec : bagua::algorithm_registry()) {
-    std::string def = "algorithm_" + spec.name;
-    ASSERT_TRUE(schema["definitions"].contains(def)) << def;
-    nlohmann::json props = schema["definitions"][def]["properties"];
-    for (const char* common : {"name", "flatten", "bucket_size"}) props.erase(common);
-    std::set<std::string> schema_keys, registry_keys;
-    for (const auto& [k, v] : props.items()) schema_keys.insert(k);
-    for (const auto& [k, v] : spec.defaults.items()) registry_keys.insert(k);
-    EXPECT_EQ(schema_keys, registry_keys) << spec.name;
-    for (const auto& [k, v] : spec.defaults.items()) {
-      EXPECT_EQ(props[k]["default"], v) << spec.name << "." << k;
-    }
-  }
 }
 
 }  // namespace

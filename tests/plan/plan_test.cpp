@@ -72,7 +72,7 @@ TEST_F(PlanTest, JsonHoldsEveryFigure) {
   // Every algorithm of the registry is compared.
   std::set<std::string> names;
   for (const auto& alt : j["algorithms"]) names.insert(alt["name"].get<std::string>());
-  for (const auto& d : bagua::algorithm_registry()) EXPECT_TRUE(names.count(d.name)) << d.name;
+  for (const auto& d : bagua::algorithm_catalog()) EXPECT_TRUE(names.count(d.name)) << d.name;
   for (const auto& alt : j["algorithms"]) {
     if (!alt["runnable"]) continue;
     if (alt["name"] == "async") {
@@ -107,7 +107,7 @@ TEST_F(PlanTest, TextOutputAndJsonFile) {
                               "memory ", "steps "}) {
     EXPECT_NE(r.out.find(section), std::string::npos) << section << " in\n" << r.out;
   }
-  for (const auto& d : bagua::algorithm_registry()) EXPECT_NE(r.out.find(d.name), std::string::npos) << d.name;
+  for (const auto& d : bagua::algorithm_catalog()) EXPECT_NE(r.out.find(d.name), std::string::npos) << d.name;
   json j = json::parse(slurp(json_path.string()));
   EXPECT_EQ(j["algorithm"]["name"], "gradient_allreduce");
 }
@@ -265,7 +265,7 @@ TEST_F(PlanTest, DataMemoryIsWhatTheLoadedSetHolds) {
   const std::string fmnist = "/usr/share/datasets/fashion-mnist/";
   bagua::Recipe recipe = bagua::load_recipe(
       write_recipe("idx", "name: gradient_allreduce"),
-      {"model.torchscript=" + kSourceDir + "/tests/run/models/mlp_small.pt",
+      {"model.torchscript=" + kSourceDir + "/tests/fixtures/models/mlp_small.pt",
        "data.train={format: idx, images: " + fmnist + "t10k-images-idx3-ubyte.gz, labels: " + fmnist +
            "t10k-labels-idx1-ubyte.gz}"});
   bagua::Plan plan = bagua::make_plan(recipe);

@@ -15,7 +15,7 @@ namespace bagua::testing {
 namespace {
 
 std::vector<std::string> good_files() {
-  std::vector<std::string> files = yaml_files("tests/recipes/good");
+  std::vector<std::string> files = yaml_files("tests/fixtures/recipes/good");
   for (const auto& f : yaml_files("recipes")) files.push_back(f);
   return files;
 }
@@ -36,13 +36,13 @@ auto parallel_map(const std::vector<T>& items, Fn fn) {
 }
 
 TEST(RecipeCorpus, HasAtLeastFortyBadRecipesEachWithAnExpectation) {
-  auto files = yaml_files("tests/recipes/bad");
+  auto files = yaml_files("tests/fixtures/recipes/bad");
   EXPECT_GE(files.size(), 40u);
   for (const auto& f : files) EXPECT_FALSE(parse_case(f).expect.empty()) << f << ": no '# expect: LINE: fragment'";
 }
 
 TEST(RecipeCorpus, BadRecipesReportTheirErrorsInProcess) {
-  for (const auto& path : yaml_files("tests/recipes/bad")) {
+  for (const auto& path : yaml_files("tests/fixtures/recipes/bad")) {
     SCOPED_TRACE(path);
     CorpusCase c = parse_case(path);
     ScopedEnv env(c.env);
@@ -68,7 +68,7 @@ TEST(RecipeCorpus, BadRecipesReportTheirErrorsInProcess) {
 }
 
 TEST(RecipeCorpus, BaguaValidateExitsTwoWithTheErrorForEveryBadRecipe) {
-  auto files = yaml_files("tests/recipes/bad");
+  auto files = yaml_files("tests/fixtures/recipes/bad");
   auto results = parallel_map(files, [](const std::string& path) {
     CorpusCase c = parse_case(path);
     std::vector<std::string> args{"validate", c.path};

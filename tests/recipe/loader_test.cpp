@@ -20,7 +20,7 @@ json schema_default(const std::string& pointer) {
   return schema().at(json::json_pointer(ref.substr(1))).at("default");
 }
 
-Recipe minimal() { return load_recipe(source_path("tests/recipes/good/minimal.yaml")); }
+Recipe minimal() { return load_recipe(source_path("tests/fixtures/recipes/good/minimal.yaml")); }
 
 TEST(RecipeDefaults, TypedDefaultsAreTheSchemaDefaults) {
   Recipe r = minimal();
@@ -106,7 +106,7 @@ TEST(RecipeDefaults, StructInitialisersMatchTheSchema) {
 }
 
 TEST(RecipeDefaults, PerAlgorithmKwargDefaults) {
-  std::string path = source_path("tests/recipes/good/minimal.yaml");
+  std::string path = source_path("tests/fixtures/recipes/good/minimal.yaml");
   auto kwargs = [&](const std::string& name) {
     std::vector<std::string> sets{"algorithm.name=" + name};
     if (name == "qadam") sets.push_back("optimizers=[{type: qadam}]");
@@ -127,7 +127,7 @@ TEST(RecipeDefaults, PerAlgorithmKwargDefaults) {
 }
 
 TEST(RecipeExtends, ChainMergesInOrderAndTheFileWins) {
-  Recipe r = load_recipe(source_path("tests/recipes/good/extends_chain.yaml"));
+  Recipe r = load_recipe(source_path("tests/fixtures/recipes/good/extends_chain.yaml"));
   EXPECT_EQ(r.name, "extends_chain");  // never inherited
   EXPECT_EQ(r.model.loss, Loss::kCrossEntropy);              // root
   EXPECT_EQ(r.data.batch_size, 32);                           // mid over root
@@ -141,12 +141,12 @@ TEST(RecipeExtends, ChainMergesInOrderAndTheFileWins) {
   EXPECT_EQ(r.distributed.master_port, 29600);                // second base over root
   EXPECT_EQ(r.distributed.nproc_per_node, 2);                 // root
   EXPECT_EQ(r.train.epochs, 2);                               // the file
-  EXPECT_EQ(r.model.torchscript, source_path("tests/recipes/models/tiny.pt"));  // relative to root.yaml
+  EXPECT_EQ(r.model.torchscript, source_path("tests/fixtures/recipes/models/tiny.pt"));  // relative to root.yaml
 }
 
 TEST(RecipeExtends, CycleIsAnErrorNamingTheChain) {
   try {
-    load_recipe(source_path("tests/recipes/bad/extends_cycle_a.yaml"));
+    load_recipe(source_path("tests/fixtures/recipes/bad/extends_cycle_a.yaml"));
     FAIL();
   } catch (const RecipeError& e) {
     EXPECT_NE(std::string(e.what()).find("extends_cycle_a.yaml -> "), std::string::npos) << e.what();
@@ -155,11 +155,11 @@ TEST(RecipeExtends, CycleIsAnErrorNamingTheChain) {
 }
 
 TEST(RecipeOverrides, SetValuesParsedAsYamlBeforeValidation) {
-  Recipe r = load_recipe(source_path("tests/recipes/good/minimal.yaml"),
+  Recipe r = load_recipe(source_path("tests/fixtures/recipes/good/minimal.yaml"),
                          {"data.batch_size=128", "optimizers[0].lr=0.5", "optimizers.0.momentum=0.9",
                           "scheduler={type: step, step_size: 10}", "algorithm.bucket_size=1KiB",
                           "data.eval.format=tensors",
-                          "data.eval.path=" + source_path("tests/recipes/data/tiny-tensors.pt")});
+                          "data.eval.path=" + source_path("tests/fixtures/recipes/data/tiny-tensors.pt")});
   EXPECT_EQ(r.data.batch_size, 128);
   EXPECT_DOUBLE_EQ(r.optimizers[0].lr, 0.5);
   EXPECT_DOUBLE_EQ(r.optimizers[0].momentum, 0.9);
@@ -171,7 +171,7 @@ TEST(RecipeOverrides, SetValuesParsedAsYamlBeforeValidation) {
 }
 
 TEST(RecipeOverrides, UnknownKeyAndIndexErrorsSaySo) {
-  std::string path = source_path("tests/recipes/good/minimal.yaml");
+  std::string path = source_path("tests/fixtures/recipes/good/minimal.yaml");
   auto error_of = [&](const std::string& set) -> std::string {
     try {
       load_recipe(path, {set});
@@ -189,7 +189,7 @@ TEST(RecipeOverrides, UnknownKeyAndIndexErrorsSaySo) {
 
 TEST(RecipeEnv, ExpandsWithDefaultsAndTypesUnquotedValues) {
   ScopedEnv env(std::vector<std::pair<std::string, std::string>>{{"BAGUA_TEST_ADDR", "10.1.2.3"}});
-  Recipe r = load_recipe(source_path("tests/recipes/good/env_defaults.yaml"),
+  Recipe r = load_recipe(source_path("tests/fixtures/recipes/good/env_defaults.yaml"),
                          {"distributed.master_addr=${BAGUA_TEST_ADDR}"});
   EXPECT_EQ(r.distributed.nproc_per_node, 2);  // "${...:-2}" unquoted -> integer
   EXPECT_EQ(r.distributed.master_addr, "10.1.2.3");
@@ -218,7 +218,7 @@ TEST(RecipeReader, MissingRecipeFileIsAUserError) {
 }
 
 TEST(RecipeFusedFlatten, UnwrittenFlattenIsResolvedToFalseWithANote) {
-  Recipe r = load_recipe(source_path("tests/recipes/good/low_precision_fused.yaml"));
+  Recipe r = load_recipe(source_path("tests/fixtures/recipes/good/low_precision_fused.yaml"));
   EXPECT_FALSE(r.algorithm.flatten);
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_NE(r.notes[0].message.find("do_flatten=False"), std::string::npos);
@@ -227,7 +227,7 @@ TEST(RecipeFusedFlatten, UnwrittenFlattenIsResolvedToFalseWithANote) {
 // valijson is the authority: it accepts every good recipe's resolved tree and
 // rejects every bad recipe whose errors the schema can see.
 TEST(RecipeSchemaAgreement, ValijsonAcceptsResolvedGoodRecipes) {
-  for (const auto& path : yaml_files("tests/recipes/good")) {
+  for (const auto& path : yaml_files("tests/fixtures/recipes/good")) {
     SCOPED_TRACE(path);
     json doc = load_recipe(path).resolved;
     auto errors = recipe::valijson_errors(doc);
@@ -237,7 +237,7 @@ TEST(RecipeSchemaAgreement, ValijsonAcceptsResolvedGoodRecipes) {
 
 TEST(RecipeSchemaAgreement, ValijsonRejectsWhatTheWalkerRejects) {
   int checked = 0;
-  for (const auto& path : yaml_files("tests/recipes/bad")) {
+  for (const auto& path : yaml_files("tests/fixtures/recipes/bad")) {
     recipe::Diagnostics diags;
     recipe::SourceTree tree = recipe::load_with_extends(path, diags);
     if (!diags.empty() || !tree.doc.is_object()) continue;  // not a schema matter

@@ -46,7 +46,7 @@ class CacheRunTest : public RunTest {
     }
     const fs::path path = dir_ / (name + ".yaml");
     std::ofstream(path) << "name: " << name << "\n"
-                        << "model: {torchscript: " << kSource << "/tests/run/models/mlp_small.pt, loss: cross_entropy}\n"
+                        << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
                         << "data:\n"
                         << "  train: {format: csv, path: " << csv.string() << ", target_column: label}\n"
                         << "  batch_size: 8\n"

@@ -107,7 +107,7 @@ class RunTest : public ::testing::Test {
 
   // A small Fashion-MNIST recipe in the test's directory.
   std::string write_recipe(const std::string& name, const std::string& extra = "",
-                           const std::string& model = "tests/run/models/mlp_small.pt") {
+                           const std::string& model = "tests/fixtures/models/mlp_small.pt") {
     fs::path path = dir_ / (name + ".yaml");
     std::ofstream(path) << "name: " << name << "\n"
                         << "model: {torchscript: " << kSource << "/" << model << ", loss: cross_entropy}\n"

@@ -33,7 +33,7 @@
 #pragma once
 
 #include <bagua/data.h>
-#include <bagua/recipe.h>
+#include <bagua/recipe_spec.h>
 
 #include <chrono>
 #include <cstdint>

@@ -41,7 +41,7 @@ namespace bagua {
 
 class MinMaxUInt8 {
  public:
-  static constexpr int64_t kHeaderBytes = 32;
+  static constexpr int64_t kHeaderBytes = 32;  // = minmax_layout::kHeaderBytes (engine/src/common/minmax_layout.h)
   static constexpr float kEps = 1e-7f;
 
   // Values per chunk: ceil(numel / chunks); 0 when numel is 0.

@@ -29,6 +29,8 @@
 //   parameters' gradients otherwise (it still works, with a copy per step).
 #pragma once
 
+#include <bagua/algorithms/algorithm.h>
+
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
@@ -63,7 +65,7 @@ struct FusedBufferInfo {
   bool fused = false;     // false: stepped per parameter (see FuseOptions::do_flatten)
 };
 
-class FusedOptimizer : public torch::optim::Optimizer {
+class FusedOptimizer : public torch::optim::Optimizer, public ZeroesGradientsInPlace {
  public:
   // Throws InvalidArgument for a null optimizer or one whose type is not
   // SGD, Adam, AdamW, RMSprop or Adagrad.
@@ -78,6 +80,7 @@ class FusedOptimizer : public torch::optim::Optimizer {
   // Zeroes every gradient buffer with one kernel each (and re-points
   // gradients that were replaced). Optimizer::zero_grad() works too.
   void zero_grad_fused();
+  void zero_grad_in_place() override { zero_grad_fused(); }
 
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;

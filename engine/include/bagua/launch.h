@@ -31,6 +31,8 @@
 //     workers behind when it throws.
 #pragma once
 
+#include <bagua/system.h>  // find_free_port(), signal_name()
+
 #include <chrono>
 #include <cstddef>
 #include <map>
@@ -186,14 +188,5 @@ class RendezvousServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// A TCP port on addr (a host name or an IPv4/IPv6 address) that nothing
-// listens on right now: bound with port 0, read back, released. Another
-// process may take it before it is used; the window is short. Throws
-// ConfigError when addr does not resolve, bagua::Error when nothing binds.
-int find_free_port(const std::string& addr = "127.0.0.1");
-
-// "SIGSEGV" for 11, ...; "SIG<n>" for numbers it does not know.
-std::string signal_name(int signal_number);
 
 }  // namespace bagua

@@ -17,18 +17,13 @@
 //   - the bytes each worker sends, counted as ProcessGroup::bytes_sent()
 //     counts them (the `comm_bytes` of metrics.jsonl): one figure per call,
 //     rounded as the counter rounds it, summed, for the recipe's algorithm
-//     and for every algorithm of algorithm_registry() (docs/algorithms.md has
+//     and for every algorithm of algorithm_catalog(), each by its own
+//     traffic model (AlgorithmDescriptor::traffic; docs/algorithms.md has
 //     the formulas);
 //   - a memory estimate per worker and the steps per epoch and in all, as
 //     the trainer computes them (DistributedSampler, batch size, max_steps).
 //
-// Bytes are split by where they go: `whole_group` (a collective over every
-// worker: within the node on one node, across nodes otherwise),
-// `within_node` (a hierarchical algorithm's reduce and broadcast inside a
-// node) and `between_nodes` (among the node leaders only). Rank 0 is always
-// a node leader; `other` is a worker that is not (equal to `leader` when the
-// algorithm is not hierarchical). Every collective here is symmetric as the
-// counter counts it, so a worker receives what it sends.
+// Bytes are split by where they go (bagua/algorithms/traffic.h).
 //
 // Async sends between steps, from a thread, once per averaging round: its
 // rounds are reported per round (`per_round`), never as bytes per step.
@@ -41,6 +36,7 @@
 // Plan::notes instead: a plan may be made away from the machines that run.
 #pragma once
 
+#include <bagua/algorithms/traffic.h>
 #include <bagua/recipe.h>
 
 #include <c10/core/ScalarType.h>
@@ -61,15 +57,6 @@ struct PlanOptions {
   // machine (gloo on CPUs). Only the wire size of float16/bfloat16
   // reductions depends on it (Gloo reduces them as float32).
   std::string backend;
-};
-
-struct PlanWorld {
-  int nnodes = 1;
-  int nproc_per_node = 1;
-  int world_size = 1;
-  std::vector<int> node_leaders;  // global ranks: 0, nproc_per_node, 2 nproc_per_node, ...
-  std::string backend;            // "gloo" or "nccl"
-  std::string device;             // "cpu" or "cuda"
 };
 
 struct PlanTensor {
@@ -96,73 +83,6 @@ struct PlanParameters {
   int64_t trainable_numel = 0, trainable_bytes = 0;    // requires_grad
   int64_t communicated_numel = 0, communicated_bytes = 0;  // trainable and not ignored
   int64_t buffer_bytes = 0;
-};
-
-struct PlanBucket {
-  std::string name;  // bucket0, bucket1, ... as BaguaModule names them
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  std::vector<std::string> tensors;  // registration order
-  int64_t numel = 0;                 // elements of its tensors
-  int64_t padded_numel = 0;          // with the algorithm's padding
-  int64_t bytes = 0;                 // padded_numel x element size
-  int64_t padding_bytes = 0;
-};
-
-struct PlanBuckets {
-  std::string registers;  // "gradients", "weights", "gradients, then momentum", ...
-  bool flatten = true;    // one buffer per bucket (algorithms that send weights never flatten)
-  int64_t bucket_bytes = 0;
-  bool bucket_size_auto = false;  // bucket_size: auto: planned at the size tuning starts from
-  int64_t alignment = 1;  // padded to a multiple of this many elements
-  std::vector<PlanBucket> buckets;
-  int64_t bytes = 0, padding_bytes = 0;
-};
-
-// Bytes one worker sends in one step (or round) of a phase, by where they go.
-struct PlanTraffic {
-  int64_t whole_group = 0;
-  int64_t within_node = 0;
-  int64_t between_nodes = 0;
-  int64_t total() const { return whole_group + within_node + between_nodes; }
-};
-
-struct PlanPhase {
-  std::string name;  // "every step", "warm-up", "compressed", "communication steps", "averaging round"
-  std::string what;  // one line: what goes out
-  // Async's averaging rounds: the figures are per round, not per step, and
-  // the steps below do not apply.
-  bool per_round = false;
-  int64_t first_step = 1;            // 1-based
-  std::optional<int64_t> last_step;  // inclusive; empty: to the end of the run
-  int64_t every = 1;                 // sends at first_step, first_step + every, ...
-  PlanTraffic leader;                // rank 0 and every node leader
-  PlanTraffic other;                 // a worker that is not a node leader
-};
-
-struct PlanAlgorithm {
-  std::string name;
-  nlohmann::json kwargs;  // complete (defaults filled)
-  bool is_recipe = false; // the recipe's own algorithm (and kwargs)
-  // False when this world cannot run it (shift_one with an odd number of
-  // peers); `note` says why and the figures are empty.
-  bool runnable = true;
-  std::string note;
-  PlanBuckets buckets;
-  std::vector<PlanPhase> phases;
-  // Buffers the algorithm keeps per worker beyond the gradients (its
-  // compressed or peer buffers), and the most it allocates for a step.
-  int64_t buffer_bytes = 0;
-  int64_t transient_bytes = 0;
-  // Async: at most this many averaging rounds per second (one per
-  // sync_interval_ms; fewer when a round takes longer).
-  std::optional<double> rounds_per_second_at_most;
-
-  // Rank 0's bytes over steps [first, last] (1-based, inclusive), phases
-  // applied; async rounds are not steps and are left out.
-  int64_t bytes_sent(int64_t first, int64_t last) const;
-  // Rank 0's bytes per step once warm-ups are over, averaged over the
-  // communication interval; async: 0 (see its round).
-  double steady_bytes_per_step() const;
 };
 
 struct PlanMemory {

@@ -15,7 +15,7 @@
 // one is connected to, authenticated and pinged, within a short timeout.
 #pragma once
 
-#include <bagua/recipe.h>
+#include <bagua/recipe_spec.h>
 
 #include <sys/types.h>
 

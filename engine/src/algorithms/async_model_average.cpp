@@ -1,6 +1,9 @@
 // AsyncModelAverage (bagua/algorithms/async_model_average.h).
 #include <bagua/algorithms/async_model_average.h>
+#include <bagua/distributed.h>
 #include <bagua/errors.h>
+
+#include "algorithms/factories.h"
 
 #include "algorithms/weights.h"
 
@@ -223,6 +226,12 @@ void AsyncModelAverage::abort(BaguaModule& module) const {
 void AsyncModelAverage::resume(BaguaModule& module) const {
   async_impl_of(module, "resume");
   module.resume_background();
+}
+
+AlgorithmPtr make_async(const nlohmann::json& kw, const AlgorithmBuildContext&) {
+  return std::make_shared<AsyncModelAverage>(kw.at("peer_selection_mode").get<std::string>(),
+                                             kw.at("sync_interval_ms").get<int64_t>(),
+                                             kw.at("warmup_steps").get<int64_t>());
 }
 
 }  // namespace bagua

@@ -2,6 +2,8 @@
 
 #include "algorithms/low_precision.h"
 
+#include "algorithms/factories.h"
+
 #include <map>
 
 namespace bagua {
@@ -41,6 +43,10 @@ nlohmann::json ByteGrad::kwargs() const { return {{"hierarchical", hierarchical_
 
 std::unique_ptr<AlgorithmImpl> ByteGrad::reify(ProcessGroupPtr group) const {
   return std::make_unique<ByteGradImpl>(std::move(group), hierarchical_, average_);
+}
+
+AlgorithmPtr make_bytegrad(const nlohmann::json& kw, const AlgorithmBuildContext&) {
+  return std::make_shared<ByteGrad>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
 }
 
 }  // namespace bagua

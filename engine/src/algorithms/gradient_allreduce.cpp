@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "algorithms/factories.h"
+
 namespace bagua {
 namespace {
 
@@ -40,6 +42,10 @@ nlohmann::json GradientAllReduce::kwargs() const {
 
 std::unique_ptr<AlgorithmImpl> GradientAllReduce::reify(ProcessGroupPtr group) const {
   return std::make_unique<GradientAllReduceImpl>(std::move(group), hierarchical_, average_);
+}
+
+AlgorithmPtr make_gradient_allreduce(const nlohmann::json& kw, const AlgorithmBuildContext&) {
+  return std::make_shared<GradientAllReduce>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
 }
 
 }  // namespace bagua

@@ -2,6 +2,8 @@
 #include <bagua/algorithms/q_adam.h>
 #include <bagua/errors.h>
 
+#include "algorithms/factories.h"
+
 #include "algorithms/low_precision.h"
 #include "common/libtorch_compat.h"
 
@@ -230,6 +232,17 @@ QAdamAlgorithm::QAdamAlgorithm(std::shared_ptr<QAdamOptimizer> optimizer, bool h
 
 std::unique_ptr<AlgorithmImpl> QAdamAlgorithm::reify(ProcessGroupPtr group) const {
   return std::make_unique<QAdamImpl>(std::move(group), optimizer_, hierarchical_);
+}
+
+AlgorithmPtr make_qadam(const nlohmann::json& kw, const AlgorithmBuildContext& context) {
+  std::shared_ptr<QAdamOptimizer> qadam;
+  if (context.optimizers.size() == 1) qadam = std::dynamic_pointer_cast<QAdamOptimizer>(context.optimizers[0]);
+  if (!qadam) {
+    throw InvalidArgument("algorithm qadam drives exactly one optimizer, a QAdamOptimizer (the recipe's "
+                          "optimizers: [{type: qadam}]); got " + std::to_string(context.optimizers.size()) +
+                          " optimizer(s)" + (context.optimizers.size() == 1 ? " of another type" : ""));
+  }
+  return std::make_shared<QAdamAlgorithm>(qadam, kw.at("hierarchical").get<bool>());
 }
 
 }  // namespace bagua

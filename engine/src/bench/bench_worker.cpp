@@ -7,8 +7,8 @@
 #include <bagua/errors.h>
 #include <bagua/recipe.h>
 
-#include "comm/c10d_compat.h"
 #include "train/components.h"
+#include "train/worker_environment.h"
 
 #include <dirent.h>
 #include <linux/tcp.h>
@@ -202,6 +202,7 @@ class BenchWorker {
   double samples_per_batch_ = 0;  // the pool's mean batch size (variable with sampler.batch_complexity)
   std::vector<Batch> batches_;
   std::string model_description_;
+  train::WorkerEnvironment env_;
   ProcessGroupPtr control_;
   std::vector<Contender> contenders_;
   double straggler_sleep_ = 0;  // seconds added to every step of this rank
@@ -215,32 +216,28 @@ void BenchWorker::setup() {
     lo.check_files = false;  // the launcher checked them
     recipe_ = load_recipe(spec_.recipe, spec_.overrides, lo);
   }
-  InitOptions init;
-  const Device wanted = recipe_ ? recipe_->train.device : Device::kAuto;
-  const char* lr = std::getenv("LOCAL_RANK");
-  const int gpus = static_cast<int>(torch::cuda::device_count());
-  if (wanted != Device::kCpu && gpus > 0) {
-    const int index = (lr ? std::atoi(lr) : 0) % gpus;
-    comm::set_cuda_device(index);
-    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
-  } else if (wanted == Device::kCuda) {
-    throw Error("train.device is cuda, but no GPU is visible here", true);
+  // The worker's environment as bagua run builds it: the same device,
+  // backend, timeout and threads for the same recipe.
+  train::JoinOptions join;
+  if (recipe_) {
+    join.backend = recipe_->distributed.backend;
+    join.timeout = std::chrono::seconds(recipe_->distributed.timeout_s);
+    join.threads = recipe_->train.threads;
   }
-  init.backend = device_.is_cpu() ? "gloo" : "auto";
-  if (recipe_) init.timeout = std::chrono::seconds(recipe_->distributed.timeout_s);
-  if (!is_initialized()) init_process_group(init);
-  rank_ = get_rank();
-  world_ = get_world_size();
+  const at::Device device =
+      train::choose_device(recipe_ ? recipe_->train.device : Device::kAuto, train::local_rank_from_env());
+  env_ = train::WorkerEnvironment::join(device, join);
+  device_ = env_.device;
+  rank_ = env_.rank;
+  world_ = env_.world;
   nodes_ = std::max(1, world_ / std::max(1, get_local_size()));
-  control_ = default_group()->duplicate("gloo");
-  control_->set_verify_collectives(false);
+  control_ = env_.control;
   if (spec_.progress_tty && rank_ == 0) tty_ = std::fopen("/dev/tty", "w");
 
   if (recipe_) {
-    if (recipe_->train.threads) at::set_num_threads(*recipe_->train.threads);
-    base_ = torch::jit::load(recipe_->model.torchscript);
+    base_ = train::load_model(recipe_->model.torchscript, at::kCPU);
     batch_ = recipe_->data.batch_size;
-    auto data = load_dataset(recipe_->data.train, target_kind_for(recipe_->model.loss), load_options_for(recipe_->data));
+    auto data = train::load_training_set(*recipe_, /*through_cache=*/false);
     // The recipe's sampler, so a load-balancing recipe is measured with its
     // own batches: full batches of batch_size, or, with variable-size
     // batches (sampler.batch_complexity), the epoch's first ones.
@@ -417,7 +414,7 @@ nlohmann::json BenchWorker::run() {
   setup();
   contenders_.emplace_back("local");
   for (const auto& a : spec_.algorithms) {
-    if (find_algorithm(a) == nullptr || !find_algorithm(a)->implemented()) {
+    if (find_algorithm(a) == nullptr || !algorithm_implemented(a)) {
       throw InvalidArgument("unknown algorithm '" + a + "'");
     }
     contenders_.emplace_back(a);

@@ -3,6 +3,8 @@
 #include <bagua/compression.h>
 #include <bagua/errors.h>
 
+#include "common/minmax_layout.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -161,15 +163,17 @@ bool is_float_like(const at::Tensor& t) {
 
 int64_t MinMaxUInt8::chunk_numel(int64_t numel, int64_t chunks) {
   check_chunks(chunks, "chunk_numel");
-  return (numel + chunks - 1) / chunks;
+  return minmax_layout::chunk_numel(numel, chunks);
 }
 
 int64_t MinMaxUInt8::chunk_stride(int64_t numel, int64_t chunks) {
-  return kHeaderBytes + (chunk_numel(numel, chunks) + 31) / 32 * 32;
+  check_chunks(chunks, "chunk_numel");
+  return minmax_layout::chunk_stride(numel, chunks);
 }
 
 int64_t MinMaxUInt8::compressed_bytes(int64_t numel, int64_t chunks) {
-  return chunks * chunk_stride(numel, chunks);
+  check_chunks(chunks, "chunk_numel");
+  return minmax_layout::compressed_bytes(numel, chunks);
 }
 
 void MinMaxUInt8::compress(const at::Tensor& input, at::Tensor& out, int64_t chunks) {

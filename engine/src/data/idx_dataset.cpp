@@ -6,7 +6,7 @@
 // The images stay in memory as raw uint8 and are converted per batch, so a
 // worker holds 1 byte per pixel rather than 4.
 #include "data/dataset_impl.h"
-#include "launch/unique_fd.h"
+#include "common/unique_fd.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -277,8 +277,8 @@ void check_counts(const DataSource& source, int64_t images, int64_t labels) {
 
 // An empty memfd for `path`'s inflated contents (not close-on-exec: the
 // workers inherit it); invalid when the kernel has none to give.
-launch::UniqueFd new_memfd(const std::string& path) {
-  return launch::UniqueFd(
+UniqueFd new_memfd(const std::string& path) {
+  return UniqueFd(
       static_cast<int>(::syscall(SYS_memfd_create, ("bagua-data:" + base_name(path)).c_str(), MFD_ALLOW_SEALING)));
 }
 
@@ -347,7 +347,7 @@ namespace bagua::data {
 std::string check_idx_files(const DataSource& source, TargetKind kind, SharedData* share) {
   // One pass over the images: the check's header and size, and, for the
   // workers, the shared copy.
-  launch::UniqueFd copy = share ? new_memfd(source.images) : launch::UniqueFd();
+  UniqueFd copy = share ? new_memfd(source.images) : UniqueFd();
   Streamed images = stream_idx(source.images, 16, copy.get());
   std::vector<int64_t> image_dims(3);
   check_idx(images.head, images.total, source.images, kImagesMagic, "image", image_dims);

@@ -5,7 +5,7 @@
 #include "launch/progress_monitor.h"
 #include "launch/rank_output.h"
 #include "launch/signal_relay.h"
-#include "launch/unique_fd.h"
+#include "common/unique_fd.h"
 #include "launch/worker_process.h"
 
 #include <algorithm>
@@ -75,7 +75,7 @@ void signal_group(pid_t pgid, int signal_number) {
 struct Worker {
   WorkerExit exit;
   bool running = false;
-  launch::UniqueFd pipes[2];  // indexed by launch::Stream
+  UniqueFd pipes[2];  // indexed by launch::Stream
   std::unique_ptr<launch::RankOutput> output;
 };
 
@@ -103,7 +103,7 @@ class SupervisedRun {
     // Installed before the first fork: a Ctrl-C while starting must not kill
     // us and orphan the workers already running.
     launch::SignalRelay relay;
-    launch::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null.valid()) throw Error(std::string("launch: cannot open /dev/null: ") + std::strerror(errno));
     std::map<std::string, std::string> env = base_environment();
     if (options_.watch_progress) {
@@ -221,10 +221,10 @@ class SupervisedRun {
     }
   }
 
-  launch::UniqueFd open_log(int rank) const {
+  UniqueFd open_log(int rank) const {
     std::filesystem::path path =
         std::filesystem::path(options_.log_dir) / ("rank-" + std::to_string(rank) + ".log");
-    launch::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!fd.valid()) {
       throw ConfigError("launch option log_dir: cannot write '" + path.string() + "': " + std::strerror(errno));
     }

@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include "common/progress.h"
 
-#include "launch/unique_fd.h"
+#include "common/unique_fd.h"
 
 #include <fcntl.h>
 #include <netdb.h>

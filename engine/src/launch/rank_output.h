@@ -7,7 +7,7 @@
 // never interleave mid-line. A line longer than kMaxLine bytes is cut there.
 #pragma once
 
-#include "launch/unique_fd.h"
+#include "common/unique_fd.h"
 
 #include <cstddef>
 #include <deque>

@@ -6,7 +6,7 @@
 // multithreaded process.
 #pragma once
 
-#include "launch/unique_fd.h"
+#include "common/unique_fd.h"
 
 #include <sys/types.h>
 

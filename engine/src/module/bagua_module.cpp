@@ -1,7 +1,6 @@
 // BaguaModule: registration, hooks, bucket launching, and with_bagua().
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
-#include <bagua/fused_optimizer.h>
 
 #include "module/autograd_hooks.h"
 #include "module/comm_thread.h"
@@ -385,8 +384,8 @@ void BaguaModule::zero_grad() {
   for (auto& opt : optimizers_) {
     // A fused optimizer zeroes each gradient buffer in one kernel, and keeps
     // the gradients in their buffers where LibTorch 2.x would set them to none.
-    if (auto* fused = dynamic_cast<FusedOptimizer*>(opt.get())) {
-      fused->zero_grad_fused();
+    if (auto* in_place = dynamic_cast<ZeroesGradientsInPlace*>(opt.get())) {
+      in_place->zero_grad_in_place();
     } else {
       opt->zero_grad();
     }

@@ -12,14 +12,6 @@
 
 namespace bagua {
 
-std::string Diagnostic::to_string() const {
-  std::string out = file;
-  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
-  out += ": ";
-  if (!key_path.empty()) out += key_path + ": ";
-  return out + message;
-}
-
 namespace {
 std::string join_diagnostics(const std::vector<Diagnostic>& diags) {
   std::string out;

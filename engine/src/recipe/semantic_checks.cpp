@@ -2,7 +2,7 @@
 // and the combinations of settings Bagua's algorithms require.
 #include "stages.h"
 
-#include <bagua/algorithms/registry.h>
+#include <bagua/algorithms/catalog.h>
 
 #include <filesystem>
 #include <optional>
@@ -111,9 +111,11 @@ struct Checker {
       std::string text = v.is_string() ? v.get<std::string>() : v.dump();
       if (text == "auto" && path == "algorithm.bucket_size") {
         const json* name = at("algorithm.name");
-        if (name && (*name == "low_precision_decentralized" || *name == "async"))
+        const AlgorithmDescriptor* algorithm =
+            name && name->is_string() ? find_algorithm(name->get<std::string>()) : nullptr;
+        if (algorithm && algorithm->traits.keeps_bucket_state)
           error(path, "bucket_size auto tries bucket sizes by re-bucketing during the first steps, which would reset " +
-                      name->get<std::string>() + "'s per-bucket state (expected a size such as 10MiB, found auto)");
+                      algorithm->name + "'s per-bucket state (expected a size such as 10MiB, found auto)");
         continue;
       }
       std::optional<int64_t> bytes = parse_byte_size(text);
@@ -133,23 +135,26 @@ struct Checker {
             "found " + format->get<std::string>() + ")");
   }
 
-  void check_decentralized() {
+  // What the algorithm's descriptor says it cannot run with these keyword
+  // arguments on this world (decentralized's shift_one with an odd number
+  // of peers, say).
+  void check_algorithm_world() {
     const json* name = at("algorithm.name");
-    const json* mode = at("algorithm.peer_selection_mode");
+    const json* algorithm_tree = at("algorithm");
     const json* nproc = at("distributed.nproc_per_node");
     const json* nnodes = at("distributed.nnodes");
-    const json* hier = at("algorithm.hierarchical");
-    if (!name || *name != "decentralized" || !mode || *mode != "shift_one") return;
+    if (!name || !name->is_string() || !algorithm_tree || !algorithm_tree->is_object()) return;
     if (!nproc || !nnodes || !nproc->is_number_integer() || !nnodes->is_number_integer()) return;
-    bool hierarchical = hier && hier->is_boolean() && hier->get<bool>();
-    int64_t peers = hierarchical ? nnodes->get<int64_t>() : nnodes->get<int64_t>() * nproc->get<int64_t>();
-    if (peers % 2 == 0) return;
-    std::string why = hierarchical
-        ? "with hierarchical: true the peers are the nodes: distributed.nnodes = " + std::to_string(peers)
-        : "peers = distributed.nnodes x nproc_per_node = " + std::to_string(peers);
-    error("algorithm.peer_selection_mode",
-          "shift_one pairs peers, so it needs an even number of peers (" + why +
-          "; use peer_selection_mode: all or change the layout)");
+    const AlgorithmDescriptor* algorithm = find_algorithm(name->get<std::string>());
+    if (!algorithm || !algorithm->check_world) return;
+    json kwargs = algorithm->defaults;
+    for (const auto& [key, value] : algorithm_tree->items()) {
+      if (kwargs.contains(key)) kwargs[key] = value;
+    }
+    if (auto problem = algorithm->check_world(kwargs, static_cast<int>(nnodes->get<int64_t>()),
+                                              static_cast<int>(nproc->get<int64_t>()))) {
+      error("algorithm." + problem->key, problem->message);
+    }
   }
 
   void check_qadam() {
@@ -294,7 +299,7 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   c.check_files(findings.file_paths);
   c.check_sizes(findings.size_paths);
   c.check_sampler();
-  c.check_decentralized();
+  c.check_algorithm_world();
   c.check_qadam();
   c.check_fused();
   c.check_optimizers();

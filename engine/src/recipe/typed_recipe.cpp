@@ -9,31 +9,12 @@
 namespace bagua {
 
 namespace {
-template <typename Enum, size_t N>
-Enum enum_from(const std::string& text, const char* const (&names)[N]) {
-  for (size_t i = 0; i < N; ++i)
-    if (text == names[i]) return static_cast<Enum>(i);
+template <typename Enum>
+Enum enum_from(const std::string& text) {
+  if (auto value = enum_from_string<Enum>(text)) return *value;
   throw Error("recipe: unexpected value " + text + " after validation");
 }
-
-const char* const kLossNames[] = {"cross_entropy", "nll", "mse", "l1", "bce_with_logits", "model"};
-const char* const kFormatNames[] = {"idx", "csv", "jsonl", "tensors"};
-const char* const kSamplerNames[] = {"distributed", "load_balancing"};
-const char* const kOptimizerNames[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "qadam"};
-const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};
-const char* const kBackendNames[] = {"auto", "gloo", "nccl"};
-const char* const kDeviceNames[] = {"auto", "cpu", "cuda"};
-const char* const kOnNonFiniteNames[] = {"stop", "skip_step"};
 }  // namespace
-
-const char* to_string(Loss v) { return kLossNames[static_cast<int>(v)]; }
-const char* to_string(DataFormat v) { return kFormatNames[static_cast<int>(v)]; }
-const char* to_string(SamplerType v) { return kSamplerNames[static_cast<int>(v)]; }
-const char* to_string(OptimizerType v) { return kOptimizerNames[static_cast<int>(v)]; }
-const char* to_string(SchedulerType v) { return kSchedulerNames[static_cast<int>(v)]; }
-const char* to_string(Backend v) { return kBackendNames[static_cast<int>(v)]; }
-const char* to_string(Device v) { return kDeviceNames[static_cast<int>(v)]; }
-const char* to_string(OnNonFinite v) { return kOnNonFiniteNames[static_cast<int>(v)]; }
 
 std::optional<int64_t> parse_byte_size(std::string_view text) {
   size_t i = 0;
@@ -73,7 +54,7 @@ ColumnRef column(const json& v) {
 
 DataSource data_source(const json& j) {
   DataSource d;
-  d.format = enum_from<DataFormat>(j.at("format").get<std::string>(), kFormatNames);
+  d.format = enum_from<DataFormat>(j.at("format").get<std::string>());
   switch (d.format) {
     case DataFormat::kIdx:
       d.images = j.at("images").get<std::string>();
@@ -108,7 +89,7 @@ DataSource data_source(const json& j) {
 
 OptimizerSpec optimizer(const json& j) {
   OptimizerSpec o;
-  o.type = enum_from<OptimizerType>(j.at("type").get<std::string>(), kOptimizerNames);
+  o.type = enum_from<OptimizerType>(j.at("type").get<std::string>());
   o.lr = j.at("lr").get<double>();
   o.params = j.at("params").get<std::vector<std::string>>();
   o.fused = j.at("fused").get<bool>();
@@ -137,14 +118,14 @@ Recipe to_typed_recipe(const json& doc) {
   const json& m = doc.at("model");
   r.model.torchscript = m.at("torchscript").get<std::string>();
   r.model.ignore_params = m.at("ignore_params").get<std::vector<std::string>>();
-  r.model.loss = enum_from<Loss>(m.at("loss").get<std::string>(), kLossNames);
+  r.model.loss = enum_from<Loss>(m.at("loss").get<std::string>());
 
   const json& d = doc.at("data");
   r.data.train = data_source(d.at("train"));
   if (!d.at("eval").is_null()) r.data.eval = data_source(d.at("eval"));
   r.data.batch_size = d.at("batch_size").get<int64_t>();
   const json& s = d.at("sampler");
-  r.data.sampler.type = enum_from<SamplerType>(s.at("type").get<std::string>(), kSamplerNames);
+  r.data.sampler.type = enum_from<SamplerType>(s.at("type").get<std::string>());
   r.data.sampler.shuffle = s.at("shuffle").get<bool>();
   r.data.sampler.seed = s.at("seed").get<uint64_t>();
   r.data.sampler.drop_last = s.at("drop_last").get<bool>();
@@ -167,7 +148,7 @@ Recipe to_typed_recipe(const json& doc) {
   for (const auto& o : doc.at("optimizers")) r.optimizers.push_back(optimizer(o));
 
   const json& sch = doc.at("scheduler");
-  r.scheduler.type = enum_from<SchedulerType>(sch.at("type").get<std::string>(), kSchedulerNames);
+  r.scheduler.type = enum_from<SchedulerType>(sch.at("type").get<std::string>());
   r.scheduler.warmup_steps = sch.at("warmup_steps").get<int64_t>();
   r.scheduler.step_size = sch.value("step_size", int64_t{0});
   r.scheduler.gamma = sch.value("gamma", r.scheduler.gamma);
@@ -188,7 +169,7 @@ Recipe to_typed_recipe(const json& doc) {
     if (it.key() != "name" && it.key() != "flatten" && it.key() != "bucket_size") r.algorithm.kwargs[it.key()] = *it;
 
   const json& dist = doc.at("distributed");
-  r.distributed.backend = enum_from<Backend>(dist.at("backend").get<std::string>(), kBackendNames);
+  r.distributed.backend = enum_from<Backend>(dist.at("backend").get<std::string>());
   r.distributed.nproc_per_node = dist.at("nproc_per_node").get<int>();
   r.distributed.nnodes = dist.at("nnodes").get<int>();
   r.distributed.node_rank = dist.at("node_rank").get<int>();
@@ -211,8 +192,8 @@ Recipe to_typed_recipe(const json& doc) {
   else if (every == "never") r.train.eval_every.kind = EvalSchedule::Kind::kNever;
   else r.train.eval_every = {EvalSchedule::Kind::kSteps, every.get<int64_t>()};
   if (!t.at("threads").is_null()) r.train.threads = t.at("threads").get<int>();
-  r.train.device = enum_from<Device>(t.at("device").get<std::string>(), kDeviceNames);
-  r.train.on_nonfinite = enum_from<OnNonFinite>(t.at("on_nonfinite").get<std::string>(), kOnNonFiniteNames);
+  r.train.device = enum_from<Device>(t.at("device").get<std::string>());
+  r.train.on_nonfinite = enum_from<OnNonFinite>(t.at("on_nonfinite").get<std::string>());
 
   const json& c = doc.at("checkpoint");
   r.checkpoint.every_steps = optional_int(c.at("every_steps"));

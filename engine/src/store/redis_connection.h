@@ -7,7 +7,7 @@
 #pragma once
 
 #include <bagua/errors.h>
-#include <bagua/recipe.h>
+#include <bagua/recipe_spec.h>
 
 #include <chrono>
 #include <memory>

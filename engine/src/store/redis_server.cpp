@@ -3,7 +3,7 @@
 #include <bagua/redis_server.h>
 
 #include <bagua/errors.h>
-#include <bagua/launch.h>
+#include <bagua/system.h>
 
 #include "store/redis_connection.h"
 

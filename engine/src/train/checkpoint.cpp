@@ -224,11 +224,18 @@ void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, con
               true);
 }
 
-void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
-                     const NamedTensors& parameters, const NamedTensors& buffers,
-                     const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
-                     const nlohmann::json& plan, int64_t tuned_bucket_bytes) {
+void save_checkpoint(const SaveCheckpointOptions& options) {
+  const std::string& dir = options.dir;
+  const Position& pos = options.position;
+  const Recipe& recipe = *options.recipe;
+  const NamedTensors& parameters = options.parameters;
+  const NamedTensors& buffers = options.buffers;
+  const auto& optimizers = options.optimizers;
+  const ProcessGroupPtr& group = options.group;
+  const int64_t keep = options.keep;
+  const RankState& rank = options.rank;
+  const nlohmann::json& plan = options.data_plan;
+  const int64_t tuned_bucket_bytes = options.tuned_bucket_bytes;
   const bool leader = group->rank() == 0;
   const int world = group->size();
   const fs::path final_dir = fs::path(dir) / step_name(pos.step);

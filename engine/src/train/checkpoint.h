@@ -63,12 +63,24 @@ void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, con
 // the file and leaves no partial model behind.
 void save_module(const torch::jit::Module& module, const std::string& path);
 
-// Collective over `group`: every rank calls it at the same step.
-void save_checkpoint(const std::string& dir, const Position& pos, const Recipe& recipe,
-                     const NamedTensors& parameters, const NamedTensors& buffers,
-                     const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const ProcessGroupPtr& group, int64_t keep, const RankState& rank,
-                     const nlohmann::json& plan = nullptr, int64_t tuned_bucket_bytes = 0);
+// What save_checkpoint() writes, and where.
+struct SaveCheckpointOptions {
+  std::string dir;      // OUTPUT/checkpoints: the checkpoint becomes DIR/step-NNNNNNNN
+  Position position;    // where training stands (resumes continue from it)
+  const Recipe* recipe = nullptr;  // recorded (recipe.resolved.yaml, meta.json)
+  // The one model of model.pt (rank 0's; the ranks' average for per-rank
+  // algorithms) and the optimizers whose state rank 0 writes.
+  NamedTensors parameters, buffers;
+  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
+  ProcessGroupPtr group;  // every rank
+  int64_t keep = 3;       // checkpoints kept, this one included
+  RankState rank;         // what this rank writes of its own
+  nlohmann::json data_plan;         // data_plan(); null: not recorded
+  int64_t tuned_bucket_bytes = 0;  // bucket_size: auto's choice, 0: none
+};
+
+// Collective over `options.group`: every rank calls it at the same step.
+void save_checkpoint(const SaveCheckpointOptions& options);
 
 // This rank's part of checkpoint `where` (after with_bagua, which
 // broadcasts rank 0's state): RNG, algorithm state, and its own parameters,

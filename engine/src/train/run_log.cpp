@@ -26,22 +26,6 @@ std::string duration(double seconds) {
   return buf;
 }
 
-// The TensorBoard tags of a record's metrics (docs/metrics.md lists them).
-Scalars step_scalars(const StepRecord& r) {
-  Scalars s = {{"train/loss", r.loss}, {"train/lr", r.lr}, {"train/samples_per_s", r.samples_per_s},
-               {"comm/bytes", static_cast<double>(r.comm_bytes)}};
-  for (size_t i = 0; i < r.lrs.size(); ++i) s.emplace_back("train/lr/" + std::to_string(i), r.lrs[i]);
-  if (r.nonfinite_skips) s.emplace_back("train/nonfinite_skips", static_cast<double>(*r.nonfinite_skips));
-  if (r.padding) s.emplace_back("train/padding", *r.padding);
-  return s;
-}
-
-Scalars eval_scalars(const EvalRecord& r) {
-  Scalars s = {{"eval/loss", r.eval_loss}};
-  if (r.eval_accuracy) s.emplace_back("eval/accuracy", *r.eval_accuracy);
-  return s;
-}
-
 }  // namespace
 
 RunLog::RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step)
@@ -86,14 +70,8 @@ double RunLog::elapsed() const {
 
 void RunLog::step(const StepRecord& r) {
   if (!enabled_) return;
-  nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss}, {"lr", r.lr},
-                      {"samples_per_s", r.samples_per_s}, {"time", r.time}, {"comm_bytes", r.comm_bytes}};
-  if (r.nonfinite_skips) j["nonfinite_skips"] = *r.nonfinite_skips;
-  if (r.padding) j["padding"] = *r.padding;
-  if (!r.lrs.empty()) j["lrs"] = r.lrs;
-  metrics_ << j.dump() << "\n";
-  metrics_.flush();
-  write_tensorboard(r.step, step_scalars(r));
+  write_line(r);
+  write_tensorboard(r.step, metrics::tensorboard_scalars(r));
   last_loss_ = r.loss;
   double steps_per_s = r.time > 0 ? static_cast<double>(r.step - start_step_) / r.time : 0;
   last_rate_ = steps_per_s;
@@ -110,20 +88,20 @@ void RunLog::step(const StepRecord& r) {
   }
 }
 
-void RunLog::record(const std::string& json_object) {
+void RunLog::record(const metrics::Record& record) {
   if (!enabled_) return;
-  metrics_ << json_object << "\n";
+  write_line(record);
+}
+
+void RunLog::write_line(const metrics::Record& record) {
+  metrics_ << metrics::to_json(record).dump() << "\n";
   metrics_.flush();
 }
 
 void RunLog::eval(const EvalRecord& r) {
   if (!enabled_) return;
-  nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}, {"eval_loss", r.eval_loss},
-                      {"eval_samples", r.eval_samples}, {"time", r.time}};
-  if (r.eval_accuracy) j["eval_accuracy"] = *r.eval_accuracy;
-  metrics_ << j.dump() << "\n";
-  metrics_.flush();
-  write_tensorboard(r.step, eval_scalars(r));
+  write_line(r);
+  write_tensorboard(r.step, metrics::tensorboard_scalars(r));
   char line[200];
   if (r.eval_accuracy) {
     std::snprintf(line, sizeof(line), "eval after epoch %lld step %lld: loss %.4f accuracy %.2f%% (%lld samples)",

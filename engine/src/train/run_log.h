@@ -1,12 +1,14 @@
 // What rank 0 tells the user about a run: OUTPUT/metrics.jsonl (one JSON
-// object per logged step or evaluation; the fields are documented in
-// docs/run.md and stable) and progress: a bar with rate and ETA redrawn in
+// object per logged step or evaluation, bagua/metrics.h's records; the
+// fields are documented in docs/metrics.md and stable) and progress: a bar with rate and ETA redrawn in
 // place on the terminal, or plain periodic lines on stderr (CI logs).
 //
 // A worker's stderr is a pipe to `bagua run`, which forwards whole lines, so
 // the bar goes straight to /dev/tty when the launcher says its own stderr is
 // a terminal (BAGUA_PROGRESS=tty), or to stderr when that is a terminal.
 #pragma once
+
+#include <bagua/metrics.h>
 
 #include "train/tensorboard_writer.h"
 
@@ -20,27 +22,9 @@
 
 namespace bagua::train {
 
-struct StepRecord {
-  int64_t step;        // optimizer steps done
-  int64_t epoch;       // 1-based
-  double loss;         // mean over the ranks and the steps since the last record
-  double lr;           // of the first optimizer
-  double samples_per_s;  // all ranks together, since the last record
-  double time;         // seconds since the run started
-  int64_t comm_bytes;  // bytes this rank (rank 0) sent for the algorithm since the last record
-  std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
-  std::optional<double> padding;  // padded token sequences: the share of input elements that were padding
-  std::vector<double> lrs;  // every optimizer's lr, in recipe order, when there are several (else empty)
-};
-
-struct EvalRecord {
-  int64_t step;
-  int64_t epoch;
-  double eval_loss;
-  std::optional<double> eval_accuracy;  // classification only
-  int64_t eval_samples;
-  double time;
-};
+// The records are bagua/metrics.h's.
+using metrics::EvalRecord;
+using metrics::StepRecord;
 
 class RunLog {
  public:
@@ -55,9 +39,9 @@ class RunLog {
   // when the file cannot be created; a later failed write only warns and
   // stops the event file.
   void add_tensorboard(const std::string& dir);
-  // Any other record (one JSON object, already serialised), e.g. the
-  // bucket autotune's choice.
-  void record(const std::string& json_object);
+  // Any other record (a resume, the bucket autotune's choice, the peak
+  // memory): one line of metrics.jsonl.
+  void record(const metrics::Record& record);
   // Progress between records (terminal only): redraws the bar.
   void tick(int64_t step, int64_t epoch);
   // A line for the user (ends any bar first).
@@ -69,6 +53,7 @@ class RunLog {
 
  private:
   void draw(int64_t step, int64_t epoch, double rate);
+  void write_line(const metrics::Record& record);
   void write_tensorboard(int64_t step, const Scalars& values);
   bool enabled_;
   std::FILE* bar_ = nullptr;  // where the bar is drawn; null: plain lines

@@ -47,6 +47,16 @@ namespace bagua {
 
 using OptimizerPtr = std::shared_ptr<torch::optim::Optimizer>;
 
+// An optimizer that zeroes its parameters' gradients itself, keeping them in
+// storage of its own (FusedOptimizer): BaguaModule::zero_grad() calls
+// zero_grad_in_place() on an optimizer that is one, Optimizer::zero_grad()
+// on the others.
+class ZeroesGradientsInPlace {
+ public:
+  virtual ~ZeroesGradientsInPlace() = default;
+  virtual void zero_grad_in_place() = 0;
+};
+
 // What an algorithm may use of the module it runs in.
 class AlgorithmContext {
  public:

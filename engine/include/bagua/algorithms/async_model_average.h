@@ -27,11 +27,12 @@
 #pragma once
 
 #include <bagua/algorithms/algorithm.h>
-#include <bagua/distributed.h>
 
 #include <string>
 
 namespace bagua {
+
+class BaguaModule;  // bagua/distributed.h
 
 class AsyncModelAverage : public Algorithm {
  public:

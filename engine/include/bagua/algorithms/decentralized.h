@@ -1,7 +1,8 @@
 // The decentralized algorithms (Bagua's decentralized and
-// low_precision_decentralized): workers average weights with peers instead
-// of averaging gradients, so each keeps its own model and they agree only
-// approximately.
+// low_precision_decentralized, the latter in
+// bagua/algorithms/low_precision_decentralized.h, included here): workers
+// average weights with peers instead of averaging gradients, so each keeps
+// its own model and they agree only approximately.
 //
 // Decentralized(hierarchical, peer_selection_mode, communication_interval):
 // at a communication step (steps 1, 1 + k, 1 + 2k, ... for k =
@@ -18,21 +19,10 @@
 // (reduce to the leader), the leaders do the above among themselves (peers
 // are nodes), then a broadcast within the node.
 //
-// LowPrecisionDecentralized(hierarchical, communication_interval): the
-// ranks form a ring. Each keeps w (its weights at the last communication)
-// and replicas L and R of its left and right neighbours' weights, all equal
-// to the initial weights at the start. After the optimizer step of a
-// communication step, with x the weights:
-//   d = x + L/3 + R/3 - 5/3 w           (the move toward the neighbourhood
-//                                        average plus the local progress)
-//   c = MinMaxUInt8(d), sent to both neighbours
-//   L += D(c from left);  R += D(c from right)
-//   x = w + D(c);  w = x
-// hierarchical: within a node the weights are averaged to the leader, the
-// leaders form the ring, the leader broadcasts. Bagua's formula and state.
 #pragma once
 
 #include <bagua/algorithms/algorithm.h>
+#include <bagua/algorithms/low_precision_decentralized.h>
 
 #include <string>
 
@@ -53,21 +43,8 @@ class Decentralized : public Algorithm {
   int64_t interval_;
 };
 
-class LowPrecisionDecentralized : public Algorithm {
- public:
-  explicit LowPrecisionDecentralized(bool hierarchical = true, int64_t communication_interval = 1);
-  std::string name() const override { return "low_precision_decentralized"; }
-  nlohmann::json kwargs() const override;
-  std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
-
- private:
-  bool hierarchical_;
-  int64_t interval_;
-};
-
-// Bagua's class names.
+// Bagua's class name.
 using DecentralizedAlgorithm = Decentralized;
-using LowPrecisionDecentralizedAlgorithm = LowPrecisionDecentralized;
 
 // The peer of rank `rank` of `n` (even) at communication step `k` under
 // shift_one (see above). Throws InvalidArgument for an odd n.

@@ -1,0 +1,79 @@
+// What bagua knows about each of its algorithms, without LibTorch: name,
+// one-line description, keyword arguments with their defaults, traits, the
+// checks of a recipe it cannot run, and the traffic model `bagua plan`
+// uses. One AlgorithmDescriptor per algorithm, defined next to the
+// algorithm's own source (engine/src/algorithms/NAME_descriptor.cpp) and
+// listed once in algorithm_catalog(). Recipe validation, the trainer, the
+// planner and the bench ask the descriptor; none of them names an
+// algorithm. Building one is LibTorch's side: make_algorithm()
+// (bagua/algorithms/registry.h, in libbagua_core).
+#pragma once
+
+#include <bagua/algorithms/traffic.h>
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua {
+
+struct AlgorithmTraits {
+  // Every rank holds the same weights after every step (centralized,
+  // synchronous algorithms); the others keep per-rank weights, so
+  // checkpoints keep each rank's and evaluations use their average.
+  bool replicas_identical = true;
+  // Needs exactly one optimizer, of type qadam (QAdamOptimizer).
+  bool needs_qadam_optimizer = false;
+  // Has a `hierarchical` keyword argument that takes effect.
+  bool supports_hierarchical = false;
+  // Every rank takes the same steps in lockstep (false for async: ranks run
+  // at their own pace, and the trainer must not wait for them every step).
+  bool synchronous = true;
+  // Per-bucket state lives across steps (copies of the peers' weights, a
+  // background averaging loop): buckets cannot be rebuilt mid-training, so
+  // bucket_size: auto is refused (AlgorithmImpl::keeps_bucket_state()).
+  bool keeps_bucket_state = false;
+};
+
+// A recipe this algorithm cannot run: the keyword argument to blame
+// (e.g. "peer_selection_mode") and why, with what to do instead.
+struct KwargProblem {
+  std::string key;
+  std::string message;
+};
+
+struct AlgorithmDescriptor {
+  std::string name;         // "gradient_allreduce"
+  std::string description;  // one line
+  nlohmann::json defaults;  // every accepted keyword argument with its default
+  AlgorithmTraits traits;
+  // bagua plan's prediction of one step (or round): required.
+  TrafficModel traffic;
+  // Keyword arguments (over the defaults) whose traffic differs in kind,
+  // planned beside the defaults (e.g. the other `hierarchical`).
+  std::vector<nlohmann::json> plan_variants;
+  // Optional: a combination of complete kwargs and world size this
+  // algorithm cannot run, found before anything starts (bagua validate).
+  std::function<std::optional<KwargProblem>(const nlohmann::json& kwargs, int nnodes, int nproc_per_node)>
+      check_world;
+};
+
+// Every algorithm, in a stable order (Bagua's six).
+const std::vector<AlgorithmDescriptor>& algorithm_catalog();
+
+// The descriptor called `name`, or nullptr.
+const AlgorithmDescriptor* find_algorithm(const std::string& name);
+
+// "gradient_allreduce, bytegrad, ..." in catalog order.
+std::string algorithm_names();
+
+// The descriptor's defaults with `kwargs` applied. Throws InvalidArgument
+// for an unknown name (listing the known ones), keyword arguments that are
+// not a mapping, an unknown keyword argument (naming the accepted ones), or
+// a value whose JSON type differs from the default's.
+nlohmann::json complete_kwargs(const std::string& name, const nlohmann::json& kwargs);
+
+}  // namespace bagua

@@ -1,0 +1,241 @@
+// The typed recipe: plain values, every default filled, that every layer
+// reads (the data pipeline its DataSpec, the trainer its TrainSpec, the
+// launcher its DistributedSpec, ...). Only the recipe layer makes one
+// (load_recipe(), bagua/recipe.h), after checking it; no other layer
+// parses YAML or re-checks a value found here.
+#pragma once
+
+#include <bagua/defaults.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bagua {
+
+// One finding about a recipe, at the place it was written.
+struct Diagnostic {
+  std::string file;      // as the user named it (or "--set KEY=VALUE" for an override)
+  int line = 0;          // 1-based; 0 when unknown
+  int column = 0;        // 1-based; 0 when unknown
+  std::string key_path;  // e.g. "optimizers[0].lr"; empty for the whole file
+  std::string message;   // what is wrong, with what was expected and what was found
+
+  // "FILE:LINE:COL: key.path: message".
+  std::string to_string() const;
+};
+
+enum class Loss { kCrossEntropy, kNll, kMse, kL1, kBceWithLogits, kModel };
+enum class DataFormat { kIdx, kCsv, kJsonl, kTensors };
+enum class SamplerType { kDistributed, kLoadBalancing };
+enum class OptimizerType { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kQAdam };
+enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
+enum class Backend { kAuto, kGloo, kNccl };
+enum class Device { kAuto, kCpu, kCuda };
+enum class OnNonFinite { kStop, kSkipStep };
+
+// The recipe spelling of each enumerator ("cross_entropy", "idx", ...).
+const char* to_string(Loss v);
+const char* to_string(DataFormat v);
+const char* to_string(SamplerType v);
+const char* to_string(OptimizerType v);
+const char* to_string(SchedulerType v);
+const char* to_string(Backend v);
+const char* to_string(Device v);
+const char* to_string(OnNonFinite v);
+
+// model:
+struct ModelSpec {
+  std::string torchscript;                 // absolute path
+  std::vector<std::string> ignore_params;  // "{module}.{param}" globs
+  Loss loss = Loss::kCrossEntropy;
+};
+
+// A column of a CSV file, by header name or by 0-based index.
+struct ColumnRef {
+  std::string name;    // set when named
+  int64_t index = -1;  // set (>= 0) when given by position
+};
+
+// data.train / data.eval. Only the fields of `format` are meaningful.
+struct DataSource {
+  DataFormat format = DataFormat::kIdx;
+  std::vector<int64_t> input_shape;  // empty: flat
+  // idx
+  std::string images;  // absolute path
+  std::string labels;  // absolute path
+  bool normalize = true;
+  // csv, jsonl, tensors
+  std::string path;  // absolute path
+  // csv
+  ColumnRef target_column;
+  std::vector<ColumnRef> input_columns;  // empty: every column but the target
+  bool header = true;
+  char delimiter = ',';
+  // jsonl
+  std::string input_field = "input";
+  std::string target_field = "target";
+  int64_t pad_value = 0;
+  std::optional<int64_t> max_length;
+  // tensors
+  std::string input_key = "input";
+  std::string target_key = "target";
+};
+
+// data.sampler
+struct SamplerSpec {
+  SamplerType type = SamplerType::kDistributed;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  std::string complexity_field;  // load_balancing only
+  double random_level = 0.0;     // load_balancing only
+  std::optional<int64_t> batch_complexity;  // load_balancing only: variable-size batches under this budget
+};
+
+// A server of the dataset cache (data.cache.hosts), host and port.
+struct CacheHost {
+  std::string host;
+  int port = 0;
+};
+
+// data.cache
+struct CacheSpec {
+  std::string backend = "redis";
+  std::string dataset_name;
+  int64_t writer_buffer_size = 20;
+  std::vector<CacheHost> hosts;  // empty: spawn a server per node
+  bool cluster_mode = true;
+  int64_t capacity_per_node = 100000000;  // bytes
+};
+
+struct DataSpec {
+  DataSource train;
+  std::optional<DataSource> eval;
+  int64_t batch_size = 64;  // per worker
+  SamplerSpec sampler;
+  std::optional<CacheSpec> cache;
+};
+
+// optimizers[i]. Only the hyperparameters of `type` are meaningful; the
+// others keep the values below.
+struct OptimizerSpec {
+  OptimizerType type = OptimizerType::kSgd;
+  double lr = 0.0;
+  std::vector<std::string> params{"*"};  // parameter-name globs
+  bool fused = false;
+  double weight_decay = 0.0;
+  double momentum = 0.0;     // sgd, rmsprop
+  double dampening = 0.0;    // sgd
+  bool nesterov = false;     // sgd
+  std::array<double, 2> betas{0.9, 0.999};  // adam, adamw, qadam
+  double eps = 1e-8;         // adam, adamw, rmsprop, adagrad, qadam
+  bool amsgrad = false;      // adam, adamw
+  double alpha = 0.99;       // rmsprop
+  bool centered = false;     // rmsprop
+  double lr_decay = 0.0;     // adagrad
+  double initial_accumulator_value = 0.0;  // adagrad
+  int64_t warmup_steps = 100;  // qadam
+};
+
+// scheduler
+struct SchedulerSpec {
+  SchedulerType type = SchedulerType::kConstant;
+  int64_t warmup_steps = 0;
+  int64_t step_size = 0;              // step
+  double gamma = 0.1;                 // step
+  std::optional<int64_t> total_steps; // cosine, linear; empty: the whole run
+  double min_lr = 0.0;                // cosine
+  double end_factor = 0.0;            // linear
+};
+
+// algorithm: the name and keyword arguments for the algorithm registry.
+struct AlgorithmSpec {
+  std::string name = "gradient_allreduce";
+  bool flatten = true;                   // with_bagua's do_flatten
+  int64_t bucket_size = kDefaultBucketBytes;
+  bool bucket_size_auto = false;  // bucket_size: auto (WithBaguaOptions::autotune_buckets)
+  // The algorithm's own keyword arguments with every default filled
+  // (e.g. {"hierarchical": false, "average": true}); no name/flatten/bucket_size.
+  nlohmann::json kwargs = nlohmann::json::object();
+};
+
+// distributed: what the launcher needs.
+struct DistributedSpec {
+  Backend backend = Backend::kAuto;
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;  // null: a free port on one node, kDefaultMasterPort across nodes
+  static constexpr int kDefaultMasterPort = 29500;
+  int master_port_or_default() const { return master_port.value_or(kDefaultMasterPort); }
+  int timeout_s = 300;
+  int stall_warning_s = 60;  // warn about a worker without progress this long; 0: never
+  int max_restarts = 0;
+};
+
+// train.eval_every
+struct EvalSchedule {
+  enum class Kind { kEpoch, kNever, kSteps };
+  Kind kind = Kind::kEpoch;
+  int64_t steps = 0;  // kSteps only
+};
+
+struct TrainSpec {
+  int64_t epochs = 1;
+  std::optional<int64_t> max_steps;
+  uint64_t seed = 0;
+  int64_t log_every_steps = 50;
+  EvalSchedule eval_every;
+  std::optional<int> threads;  // empty: cores / local workers
+  Device device = Device::kAuto;  // auto: this worker's GPU when there is one
+  OnNonFinite on_nonfinite = OnNonFinite::kStop;
+};
+
+struct CheckpointSpec {
+  std::optional<int64_t> every_steps;  // empty: at the end of each epoch
+  int64_t keep = 3;
+  bool allow_data_change = false;  // resume even when the batches would differ
+  std::string resume = "auto";  // "auto", "never", or an absolute path
+};
+
+struct OutputSpec {
+  std::string dir;  // as written (relative to the working directory); default runs/<name>
+  bool trace = false;  // per-step Chrome trace of each rank, trace/rank-N.json
+  int64_t trace_from_step = 6;  // the first traced step (from 1)
+  int64_t trace_steps = 20;
+  bool tensorboard = false;  // rank 0 also writes TensorBoard event files, tensorboard/events.out.tfevents.*
+};
+
+// A valid recipe with every default filled and every path made absolute.
+struct Recipe {
+  std::string name;
+  std::string source;  // the recipe file as it was named
+  ModelSpec model;
+  DataSpec data;
+  std::vector<OptimizerSpec> optimizers;
+  SchedulerSpec scheduler;
+  AlgorithmSpec algorithm;
+  DistributedSpec distributed;
+  TrainSpec train;
+  CheckpointSpec checkpoint;
+  OutputSpec output;
+  // The resolved tree (extends merged, overrides applied, defaults filled).
+  nlohmann::json resolved;
+  // Decisions taken for the user that they should know about (e.g.
+  // algorithm.flatten turned off because an optimizer is fused).
+  std::vector<Diagnostic> notes;
+};
+
+// The enumerator a recipe spelling names (the inverse of to_string), or
+// nothing for a spelling of none of them.
+template <typename Enum>
+std::optional<Enum> enum_from_string(std::string_view text);
+
+}  // namespace bagua

@@ -1,0 +1,112 @@
+// The run agent: what `bagua run` is on one node before any worker trains,
+// the part torchrun calls its agent. It takes a validated recipe and
+//   - holds the output directory (OutputLock: one run at a time per node);
+//   - checks the recipe can run here and its data (bad data fails before
+//     any worker starts; IDX images stay in memory for the workers to map);
+//   - on node 0 serves the rendezvous store for the whole run (restarts
+//     included), and starts the dataset cache's redis-server when the
+//     recipe asks for one;
+//   - starts the workers with LocalSupervisor (bagua/launch.h), watching
+//     their progress, and after a failed attempt asks the restart policy
+//     (decide_after_attempt(), a pure function) whether to restart them
+//     from the latest checkpoint, keeping each attempt's logs.
+// It says what happens through `say` (the CLI prefixes "bagua run: ") and
+// returns the run's exit code (bagua/exit_codes.h).
+//
+// How a process was started decides whether it is the agent or a worker:
+// started_as() reads torchrun's variables (RANK, WORLD_SIZE: torchrun, a
+// Kubernetes PyTorchJob, the agent's own workers) and Slurm's
+// (SLURM_PROCID, SLURM_NTASKS: srun starts one task per worker), and
+// adopt_slurm_environment() translates Slurm's into torchrun's.
+#pragma once
+
+#include <bagua/exit_codes.h>
+#include <bagua/launch.h>
+#include <bagua/recipe.h>
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua {
+
+// ---------------------------------------------------------------- how this process started
+
+enum class StartedAs {
+  kAgent,           // no worker variables: launch the workers of this node
+  kTorchrunWorker,  // RANK and WORLD_SIZE are set
+  kSlurmTask,       // SLURM_PROCID and SLURM_NTASKS are set (and not RANK)
+};
+StartedAs started_as();
+
+// Tasks on this node from SLURM_TASKS_PER_NODE ("3,2" or "2(x3),1", one
+// entry per node in node order) and SLURM_NODEID; else
+// SLURM_NTASKS_PER_NODE; else nothing.
+std::optional<int> slurm_tasks_on_this_node();
+
+// Sets torchrun's variables from Slurm's (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, GROUP_RANK), and MASTER_ADDR/MASTER_PORT from the
+// recipe when they are not set.
+void adopt_slurm_environment(const Recipe& recipe);
+
+// ---------------------------------------------------------------- the restart policy
+
+// What to do after an attempt (one LocalSupervisor::run()) ended.
+struct AttemptDecision {
+  enum class Action { kFinish, kRestart };
+  enum class Reason {
+    kSucceeded,           // every worker exited 0
+    kInterrupted,         // a signal reached this agent
+    kStoppedByAgreement,  // the workers stopped together after a checkpoint (exit 130)
+    kWouldFailAgain,      // a worker found bad input (2) or diverged (4)
+    kRestartsExhausted,   // attempt == max_restarts
+    kRestartable,         // anything else, with restarts left
+  };
+  Action action = Action::kFinish;
+  Reason reason = Reason::kSucceeded;
+  int exit_code = kExitOk;  // when finishing
+};
+
+// `attempt` counts from 0; `max_restarts` is distributed.max_restarts.
+AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, int max_restarts);
+
+// ---------------------------------------------------------------- the agent
+
+// One run at a time in an output directory (per node: the nodes of one job
+// may share it): an flock on OUTPUT/.bagua-run-node-R.lock, held by this
+// process and inherited by its workers, so it is released only when the
+// last of them is gone; the file names the holder for whoever finds it held.
+class OutputLock {
+ public:
+  // Returns an error message when another run holds the directory (or it
+  // cannot be created or opened). Holds the lock until the process exits.
+  std::optional<std::string> acquire(const std::filesystem::path& dir, int node_rank);
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;  // kept open for the life of the process
+};
+
+// Before a restart: this attempt's logs move to LOG_DIR/attempt-K/, so
+// every attempt's are kept and LOG_DIR/rank-N.log is always the newest's.
+// Returns an error message when some could not be moved.
+std::optional<std::string> keep_attempt_logs(const std::filesystem::path& log_dir, int attempt);
+
+struct RunAgentOptions {
+  // argv of each worker: this program as `bagua run RECIPE` with the
+  // overrides the agent was given (the workers re-read the recipe).
+  std::vector<std::string> worker_command;
+  // The agent's stderr is a terminal: rank 0 draws a progress bar on it.
+  bool progress_tty = false;
+  // Where the agent's own lines go (default: stderr, "bagua run: " first).
+  std::function<void(const std::string&)> say;
+};
+
+// Runs the recipe's workers of this node to the end; returns the exit code.
+// Throws bagua::Error for what stops it before any worker starts (a recipe
+// this build cannot run, bad data: user errors).
+int run_agent(const Recipe& recipe, RunAgentOptions options);
+
+}  // namespace bagua

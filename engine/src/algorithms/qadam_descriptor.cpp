@@ -1,0 +1,45 @@
+// qadam as the rest of bagua sees it (bagua/algorithms/catalog.h); the
+// algorithm and its optimizer are q_adam.cpp.
+#include "algorithms/descriptors.h"
+#include "algorithms/traffic_ledger.h"
+
+#include <string>
+
+namespace bagua::algorithms {
+
+AlgorithmDescriptor qadam_descriptor() {
+  AlgorithmDescriptor d;
+  d.name = "qadam";
+  d.description = "centralized, synchronous, 8-bit: Adam whose momentum is averaged compressed after a warm-up";
+  d.defaults = {{"hierarchical", true}};
+  d.traits.needs_qadam_optimizer = true;
+  d.traits.supports_hierarchical = true;
+  d.plan_variants = {{{"hierarchical", false}}};
+  d.traffic = [](const TrafficContext& ctx, const nlohmann::json& kw) {
+    PlanAlgorithm a;
+    const bool hier = kw.value("hierarchical", false);
+    const int64_t w = ctx.qadam_warmup;
+    // QAdamImpl pads like ByteGrad in both phases; the momentum buckets have
+    // the gradients' shapes, so they split the same way.
+    a.buckets = ctx.buckets(ctx.world.world_size, ctx.flatten, "gradients, then momentum");
+    a.phases.push_back(traffic::phase_of("warm-up", "an allreduce of each gradient bucket (exact Adam)",
+                                         traffic::allreduce_ledger(ctx.world, a.buckets, /*hierarchical=*/false), 1,
+                                         w));
+    a.phases.push_back(traffic::phase_of(
+        "compressed",
+        hier ? "each momentum bucket reduced to the node leader, 8-bit alltoall and allgather among the leaders, "
+               "broadcast in the node"
+             : "each momentum bucket as 8-bit chunks: an alltoall, then an allgather",
+        traffic::low_precision_ledger(ctx.world, a.buckets, hier), w + 1));
+    a.buffer_bytes =
+        traffic::low_precision_workspace_bytes(a.buckets, hier ? ctx.world.nnodes : ctx.world.world_size);
+    if (!a.buckets.flatten) a.transient_bytes = traffic::largest_bucket(a.buckets);
+    if (!ctx.qadam_optimizer) {
+      a.note = "needs optimizers: [{type: qadam}]; warm-up of " + std::to_string(w) + " steps (the default) assumed";
+    }
+    return a;
+  };
+  return d;
+}
+
+}  // namespace bagua::algorithms

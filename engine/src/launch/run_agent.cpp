@@ -1,0 +1,221 @@
+// The run agent of one node and its restart policy (bagua/run_agent.h).
+#include <bagua/run_agent.h>
+
+#include <bagua/data.h>
+#include <bagua/errors.h>
+#include <bagua/redis_server.h>
+#include <bagua/trainer.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace bagua {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- policy
+
+AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, int max_restarts) {
+  using Action = AttemptDecision::Action;
+  using Reason = AttemptDecision::Reason;
+  if (result.ok) return {Action::kFinish, Reason::kSucceeded, kExitOk};
+  // Workers exit 130 after stopping at an agreed step with a checkpoint:
+  // a signal reached this node or, in a multi-node run, another one.
+  const bool stopped_by_agreement = result.first_failure && !result.first_failure->signaled &&
+                                    result.first_failure->status == kExitInterrupted;
+  if (stopped_by_agreement) return {Action::kFinish, Reason::kStoppedByAgreement, kExitInterrupted};
+  if (result.interrupted) return {Action::kFinish, Reason::kInterrupted, kExitInterrupted};
+  // A worker that found bad input (2) or a diverged training (4) would
+  // find it again: no restart, and its exit code is the run's.
+  const int cause = result.first_failure && !result.first_failure->signaled ? result.first_failure->status : -1;
+  if (cause == kExitInvalidInput || cause == kExitDiverged) return {Action::kFinish, Reason::kWouldFailAgain, cause};
+  if (attempt >= max_restarts) return {Action::kFinish, Reason::kRestartsExhausted, kExitWorkerFailed};
+  return {Action::kRestart, Reason::kRestartable, kExitWorkerFailed};
+}
+
+// ---------------------------------------------------------------- output directory
+
+std::optional<std::string> OutputLock::acquire(const fs::path& dir, int node_rank) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "cannot create the output directory " + dir.string() + ": " + ec.message();
+  path_ = dir / (".bagua-run-node-" + std::to_string(node_rank) + ".lock");
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT, 0644);  // no O_CLOEXEC: the workers hold it too
+  if (fd_ < 0) return "cannot open " + path_.string() + ": " + std::strerror(errno);
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::ifstream in(path_);
+    std::string holder((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+    return "the output directory " + dir.string() + " is in use by another run (" +
+           (holder.empty() ? std::string("holder unknown") : holder) +
+           "); wait for it to end, stop it, or set output.dir to another directory";
+  }
+  char host[256] = "?";
+  ::gethostname(host, sizeof(host) - 1);
+  std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::ostringstream text;
+  text << "bagua run, pid " << ::getpid() << " on " << host << ", since " << when << "\n";
+  const std::string t = text.str();
+  if (::ftruncate(fd_, 0) == 0) {
+    ssize_t ignored = ::pwrite(fd_, t.data(), t.size(), 0);
+    (void)ignored;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> keep_attempt_logs(const fs::path& log_dir, int attempt) {
+  std::error_code ec;
+  const fs::path kept = log_dir / ("attempt-" + std::to_string(attempt));
+  fs::create_directories(kept, ec);
+  for (const auto& entry : fs::directory_iterator(log_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && name.rfind("rank-", 0) == 0 && entry.path().extension() == ".log") {
+      fs::rename(entry.path(), kept / name, ec);
+    }
+  }
+  if (ec) return "could not keep the logs of attempt " + std::to_string(attempt) + ": " + ec.message();
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- the agent
+
+namespace {
+
+// data.cache, before any worker starts. hosts null: this node's own
+// redis-server, bound to 127.0.0.1 (only this node's workers use it), with a
+// fresh password; the returned owner stops it when the run ends, and the
+// workers learn where it is and its password from `env`. Listed hosts: each
+// must answer AUTH and PING now (else a user Error naming host:port).
+std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, std::map<std::string, std::string>& env,
+                                           const std::function<void(const std::string&)>& say) {
+  if (!recipe.data.cache) return nullptr;
+  const CacheSpec& cache = *recipe.data.cache;
+  if (!cache.hosts.empty()) {
+    const char* password = std::getenv(kRedisPasswordEnv);
+    check_redis_hosts(cache.hosts, password ? password : "");
+    return nullptr;
+  }
+  RedisServerOptions options;
+  options.password = random_secret();
+  options.maxmemory = cache.capacity_per_node;
+  const auto log_dir = fs::path(recipe.output.dir) / "logs";
+  fs::create_directories(log_dir);
+  options.log_path = (log_dir / ("redis-node-" + std::to_string(recipe.distributed.node_rank) + ".log")).string();
+  auto server = std::make_unique<RedisServer>(options);
+  const CacheHost host = server->host();
+  env[kRedisHostsEnv] = host.host + ":" + std::to_string(host.port);
+  env[kRedisPasswordEnv] = options.password;
+  say("data.cache: started redis-server (pid " + std::to_string(server->pid()) + ") on " + host.host + ":" +
+      std::to_string(host.port) + ", maxmemory " + std::to_string(cache.capacity_per_node) + " bytes; its log: " +
+      options.log_path);
+  return server;
+}
+
+}  // namespace
+
+int run_agent(const Recipe& recipe, RunAgentOptions options) {
+  if (!options.say) options.say = [](const std::string& line) { std::cerr << "bagua run: " << line << "\n"; };
+  const auto& say = options.say;
+  check_supported(recipe);
+  // Bad data fails here, before any worker starts; IDX images inflated for
+  // the check stay in memory the workers share (one copy per node).
+  static SharedData shared_data;  // lives until exit: the workers outlive this function's scope
+  check_data(recipe, &shared_data);
+  const auto& d = recipe.distributed;
+  static OutputLock lock;  // held until this process (and its workers) exit
+  if (auto busy = lock.acquire(recipe.output.dir, d.node_rank)) {
+    say(*busy);
+    return kExitInvalidInput;
+  }
+  LaunchOptions opts;
+  opts.command = options.worker_command;
+  opts.nproc_per_node = d.nproc_per_node;
+  opts.nnodes = d.nnodes;
+  opts.node_rank = d.node_rank;
+  opts.master_addr = d.master_addr;
+  // One node and no port asked for (recipe or command line): any free
+  // port, so two runs on one machine never collide on 29500.
+  opts.master_port = (d.nnodes == 1 && !d.master_port) ? 0 : d.master_port_or_default();
+  // Node 0 serves the rendezvous store for the whole run, restarts
+  // included (workers are its clients): the progress watch reads it even
+  // when rank 0 is the worker that stopped, and a port in use fails now.
+  static std::unique_ptr<RendezvousServer> store;  // lives until exit: the workers outlive this function's scope
+  if (d.node_rank == 0) {
+    try {
+      store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+    } catch (const ConfigError& e) {
+      say(e.what());
+      return kExitInvalidInput;
+    }
+    opts.master_port = store->port();
+  }
+  opts.extra_env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  // Stopped when this function returns, however the run ends (a signal that
+  // kills bagua outright kills it too: PR_SET_PDEATHSIG).
+  std::unique_ptr<RedisServer> cache_server = prepare_cache(recipe, opts.extra_env, say);
+  if (std::string shared = shared_data.env_value(); !shared.empty()) opts.extra_env[kSharedDataEnv] = shared;
+  opts.watch_progress = true;
+  opts.stall_timeout = std::chrono::seconds(d.timeout_s);
+  opts.stall_warning = std::chrono::seconds(d.stall_warning_s);
+  opts.log_dir = (fs::path(recipe.output.dir) / "logs").string();
+  opts.echo_rank = 0;
+  opts.prefix_output = false;
+  opts.threads_per_worker = recipe.train.threads.value_or(0);
+  opts.stop_grace = std::chrono::seconds(30);  // time for the final checkpoint
+  // A rank that found bad input or a diverged loss is the cause, even when a
+  // peer that lost its connection to it exits first.
+  opts.cause_statuses = {kExitInvalidInput, kExitDiverged};
+  opts.extra_env["BAGUA_PROGRESS"] = options.progress_tty ? "tty" : "plain";
+  if (d.nnodes > 1 && d.node_rank != 0) opts.echo_rank = -1;  // rank 0 lives elsewhere; every local rank shows
+  for (int attempt = 0;; ++attempt) {
+    opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+    const LaunchResult result = LocalSupervisor(opts).run();
+    const AttemptDecision decision = decide_after_attempt(result, attempt, d.max_restarts);
+    using Reason = AttemptDecision::Reason;
+    switch (decision.reason) {
+      case Reason::kSucceeded:
+        return decision.exit_code;
+      case Reason::kStoppedByAgreement:
+      case Reason::kInterrupted:
+        say(std::string("interrupted; run the same command to resume from the latest checkpoint") +
+            (decision.reason == Reason::kStoppedByAgreement ? "" : " (if the workers finished writing one within 30 s)"));
+        return decision.exit_code;
+      case Reason::kWouldFailAgain:
+        say(result.summary());
+        if (attempt < d.max_restarts) say("not restarting: a restart would fail the same way");
+        say("logs of every rank are in " + opts.log_dir);
+        return decision.exit_code;
+      case Reason::kRestartsExhausted:
+        say(result.summary());
+        say("logs of every rank are in " + opts.log_dir);
+        return decision.exit_code;
+      case Reason::kRestartable:
+        break;
+    }
+    say(result.summary());
+    if (auto problem = keep_attempt_logs(opts.log_dir, attempt)) say("warning: " + *problem);
+    say("restarting all workers (" + std::to_string(attempt + 1) + " of " + std::to_string(d.max_restarts) +
+        ") from the latest checkpoint; the logs of this attempt are in " + opts.log_dir + "/attempt-" +
+        std::to_string(attempt));
+    if (recipe.checkpoint.resume != "auto" && attempt == 0) {
+      // never, or a fixed path: a restart continues from this run's newest checkpoint.
+      opts.command.push_back("--set");
+      opts.command.push_back("checkpoint.resume=auto");
+    }
+  }
+}
+
+}  // namespace bagua

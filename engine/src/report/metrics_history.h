@@ -1,0 +1,46 @@
+// A run's metrics.jsonl read back (the fields are docs/run.md's): the step
+// and eval records in file order, the resumes, and the run's summary as
+// `bagua report` prints it (docs/metrics.md defines each figure).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua::report {
+
+struct StepPoint {
+  int64_t step;
+  double loss;  // NaN when the record holds null (a diverged loss)
+  double samples_per_s;
+  double time;  // seconds since that run (or resume) started
+};
+
+struct EvalPoint {
+  int64_t step;
+  double eval_loss;
+  std::optional<double> eval_accuracy;
+};
+
+struct MetricsHistory {
+  std::vector<StepPoint> steps;  // records with "loss", in file order
+  std::vector<EvalPoint> evals;  // records with "eval_loss", in file order
+  int resumes = 0;               // records with "resumed_from"
+  std::vector<int64_t> resume_steps;  // the step of each, in file order
+  double total_time = 0;         // the sum over the run and each resume of its last "time"
+};
+
+// Reads PATH. Throws bagua::Error (a user error) naming PATH:LINE for a line
+// that is not a JSON object or a step/eval record missing a field, and
+// naming PATH when it cannot be read.
+MetricsHistory read_metrics_history(const std::string& path);
+
+// The summary as JSON: steps, step_records, evals, resumes, total_time_s,
+// final_step, final_loss, best_eval_accuracy(+_step), best_eval_loss(+_step),
+// last_samples_per_s, mean_samples_per_s; figures that do not exist are null.
+nlohmann::json summarize_history(const MetricsHistory& h);
+
+}  // namespace bagua::report

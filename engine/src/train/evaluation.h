@@ -1,0 +1,44 @@
+// Running the model: a batch moved to the training device, the model's
+// forward (through BaguaModule when training, so algorithms see it), and an
+// evaluation over every rank.
+#pragma once
+
+#include <bagua/communication.h>
+#include <bagua/data.h>
+#include <bagua/distributed.h>
+#include <bagua/recipe_spec.h>
+
+#include <ATen/core/Tensor.h>
+#include <torch/script.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace bagua::train {
+
+// The batch on `device` (host-to-device copies queued on the current
+// stream; nothing waits for them here).
+Batch to_device(Batch b, const at::Device& device);
+
+// The model's output: one tensor, else a user Error. `ddp` null: the plain
+// module (evaluation).
+at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vector<c10::IValue> inputs);
+
+// The loss of one training step: the recipe's loss of the output, or the
+// model's own (loss: model).
+at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch);
+
+struct EvalResult {
+  double loss = 0;
+  std::optional<double> accuracy;  // classification losses only
+  int64_t samples = 0;
+};
+
+// Every rank evaluates the samples r, r + world, ... (no padding, so no
+// sample counts twice), then the sums are reduced over `group`. The module
+// is in eval mode meanwhile, in train mode after. Collective.
+EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Dataset& dataset,
+                    const ProcessGroupPtr& group, const at::Device& device);
+
+}  // namespace bagua::train

@@ -1,0 +1,41 @@
+#include "train/metrics_window.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+namespace bagua::train {
+
+MetricsWindow::MetricsWindow(const at::Device& device, int64_t bytes_sent)
+    : loss_sum_(torch::zeros({}, at::TensorOptions().dtype(torch::kDouble).device(device))),
+      bytes_start_(bytes_sent),
+      start_(std::chrono::steady_clock::now()) {}
+
+void MetricsWindow::add_loss(const at::Tensor& loss) { loss_sum_.add_(loss.detach().to(torch::kDouble)); }
+
+void MetricsWindow::add_step(int64_t samples, const Batch& batch) {
+  steps_ += 1;
+  samples_ += static_cast<double>(samples);
+  padding_ += static_cast<double>(batch.padding);
+  elements_ += static_cast<double>(batch.input.numel());
+  if (batch.input.scalar_type() == at::kLong) token_input_ = true;
+}
+
+MetricsWindow::Figures MetricsWindow::close(int64_t bytes_sent, const ProcessGroupPtr& sum_over) {
+  at::Tensor w = torch::tensor({loss_sum_.item<double>(), steps_, samples_, padding_, elements_}, torch::kDouble);
+  if (sum_over) allreduce(w, ReduceOp::SUM, sum_over);
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - start_).count();
+  Figures f;
+  f.mean_loss = w[0].item<double>() / std::max(1.0, w[1].item<double>());
+  f.samples_per_s = seconds > 0 ? w[2].item<double>() / seconds : 0.0;
+  f.comm_bytes = bytes_sent - bytes_start_;
+  if (token_input_) f.padding = w[3].item<double>() / std::max(1.0, w[4].item<double>());
+  loss_sum_.zero_();
+  steps_ = samples_ = padding_ = elements_ = 0;
+  bytes_start_ = bytes_sent;
+  start_ = now;
+  return f;
+}
+
+}  // namespace bagua::train

@@ -1,0 +1,55 @@
+#include "train/test_faults.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+namespace bagua::train {
+
+namespace {
+// VAR=RANK:STEP: the step, when RANK is `rank`.
+std::optional<int64_t> step_for(const char* var, int rank) {
+  const char* spec = std::getenv(var);
+  if (spec == nullptr) return std::nullopt;
+  int at_rank = -1;
+  long long at_step = -1;
+  if (std::sscanf(spec, "%d:%lld", &at_rank, &at_step) != 2 || at_rank != rank) return std::nullopt;
+  return at_step;
+}
+}  // namespace
+
+std::unique_ptr<TestFaults> TestFaults::from_environment(int rank) {
+  auto faults = std::unique_ptr<TestFaults>(new TestFaults());
+  faults->rank_ = rank;
+  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  faults->restarted_ = restarts != nullptr && std::string(restarts) != "0";
+  faults->kill_at_ = step_for("BAGUA_FAULT_AT_STEP", rank);
+  faults->stop_at_ = step_for("BAGUA_STOP_AT_STEP", rank);
+  faults->nan_at_ = step_for("BAGUA_NAN_AT_STEP", rank);
+  if (!faults->kill_at_ && !faults->stop_at_ && !faults->nan_at_) return nullptr;
+  return faults;
+}
+
+void TestFaults::at_step_start(int64_t step) const {
+  if (restarted_ || kill_at_ != step) return;
+  std::fprintf(stderr, "BAGUA_FAULT_AT_STEP: rank %d kills itself at step %lld\n", rank_, static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+void TestFaults::in_forward(int64_t step) const {
+  if (restarted_ || stop_at_ != step) return;
+  std::fprintf(stderr, "BAGUA_STOP_AT_STEP: rank %d stops itself (SIGSTOP) at step %lld\n", rank_,
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGSTOP);
+}
+
+at::Tensor TestFaults::on_loss(int64_t step, const at::Tensor& loss) const {
+  if (nan_at_ != step) return loss;
+  return loss * std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace bagua::train

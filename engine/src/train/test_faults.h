@@ -1,0 +1,38 @@
+// Faults a test can plant in a run, through the environment (docs/run.md,
+// "Testing aids"): each variable is RANK:STEP and fires when that rank
+// reaches that step (0-based: steps done before it).
+//
+//   BAGUA_FAULT_AT_STEP  the rank kills itself (SIGKILL) as the step starts;
+//                        not after a max_restarts restart
+//   BAGUA_STOP_AT_STEP   the rank stops itself (SIGSTOP) in the forward
+//                        pass, a frozen worker for the stall watch; not
+//                        after a restart
+//   BAGUA_NAN_AT_STEP    the rank's loss is NaN, so its gradients are too
+//
+// TestFaults::from_environment() is null when none is set, so a production
+// run pays one pointer test per hook.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace bagua::train {
+
+class TestFaults {
+ public:
+  static std::unique_ptr<TestFaults> from_environment(int rank);
+
+  void at_step_start(int64_t step) const;                  // BAGUA_FAULT_AT_STEP
+  void in_forward(int64_t step) const;                     // BAGUA_STOP_AT_STEP
+  at::Tensor on_loss(int64_t step, const at::Tensor& loss) const;  // BAGUA_NAN_AT_STEP
+
+ private:
+  int rank_ = 0;
+  bool restarted_ = false;  // a max_restarts restart (TORCHELASTIC_RESTART_COUNT > 0)
+  std::optional<int64_t> kill_at_, stop_at_, nan_at_;
+};
+
+}  // namespace bagua::train

@@ -1,0 +1,175 @@
+// The algorithm catalog (bagua/algorithms/catalog.h) and the registry that
+// builds from it (bagua/algorithms/registry.h): every algorithm described
+// once, buildable, with a traffic model, and in agreement with the recipe
+// schema and with its own implementation.
+#include <bagua/algorithms/catalog.h>
+#include <bagua/algorithms/registry.h>
+#include <bagua/communication.h>
+#include <bagua/errors.h>
+#include <bagua/recipe.h>
+#include <bagua/system.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+TEST(Catalog, DefaultsAndKeywordArguments) {
+  auto algo = bagua::make_algorithm("gradient_allreduce");
+  EXPECT_EQ(algo->name(), "gradient_allreduce");
+  EXPECT_EQ(algo->kwargs(), (nlohmann::json{{"hierarchical", false}, {"average", true}}));
+  auto hier = bagua::make_algorithm("gradient_allreduce", {{"hierarchical", true}});
+  EXPECT_EQ(hier->kwargs()["hierarchical"], true);
+  EXPECT_EQ(hier->kwargs()["average"], true);
+}
+
+TEST(Catalog, TraitsDescribeEachAlgorithm) {
+  EXPECT_TRUE(bagua::find_algorithm("gradient_allreduce")->traits.replicas_identical);
+  EXPECT_FALSE(bagua::find_algorithm("decentralized")->traits.replicas_identical);
+  EXPECT_FALSE(bagua::find_algorithm("async")->traits.replicas_identical);
+  EXPECT_TRUE(bagua::find_algorithm("qadam")->traits.needs_qadam_optimizer);
+  EXPECT_FALSE(bagua::find_algorithm("bytegrad")->traits.needs_qadam_optimizer);
+  EXPECT_EQ(bagua::find_algorithm("no_such"), nullptr);
+}
+
+TEST(Catalog, MistakesAreExplained) {
+  try {
+    bagua::make_algorithm("gradient_allreduse");
+    FAIL();
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("known: gradient_allreduce"), std::string::npos) << e.what();
+  }
+  try {
+    bagua::make_algorithm("gradient_allreduce", {{"peer_selection_mode", "all"}});
+    FAIL();
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("does not accept 'peer_selection_mode' (it accepts: average, hierarchical)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    bagua::make_algorithm("gradient_allreduce", {{"average", "yes"}});
+    FAIL();
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'average' must be a boolean, got a string"), std::string::npos) << e.what();
+  }
+}
+
+// The recipe schema and the registry describe the same algorithms, with
+// the same keyword arguments and defaults.
+TEST(Catalog, AgreesWithTheRecipeSchema) {
+  auto schema = nlohmann::json::parse(bagua::recipe_schema_text());
+  std::vector<std::string> schema_names, registry_names;
+  for (const auto& n : schema["definitions"]["algorithm"]["properties"]["name"]["enum"]) {
+    schema_names.push_back(n.get<std::string>());
+  }
+  for (const auto& spec : bagua::algorithm_catalog()) registry_names.push_back(spec.name);
+  EXPECT_EQ(schema_names, registry_names);
+  for (const auto& spec : bagua::algorithm_catalog()) {
+    std::string def = "algorithm_" + spec.name;
+    ASSERT_TRUE(schema["definitions"].contains(def)) << def;
+    nlohmann::json props = schema["definitions"][def]["properties"];
+    for (const char* common : {"name", "flatten", "bucket_size"}) props.erase(common);
+    std::set<std::string> schema_keys, registry_keys;
+    for (const auto& [k, v] : props.items()) schema_keys.insert(k);
+    for (const auto& [k, v] : spec.defaults.items()) registry_keys.insert(k);
+    EXPECT_EQ(schema_keys, registry_keys) << spec.name;
+    for (const auto& [k, v] : spec.defaults.items()) {
+      EXPECT_EQ(props[k]["default"], v) << spec.name << "." << k;
+    }
+  }
+}
+
+// Every algorithm of the catalog can be built, and its descriptor carries
+// what the planner needs: a traffic model that gives a runnable plan of the
+// buckets it is handed, with every phase named.
+TEST(Catalog, EveryAlgorithmIsBuildableAndHasATrafficModel) {
+  ASSERT_EQ(bagua::algorithm_catalog().size(), 6u) << "Bagua's six";
+  for (const auto& d : bagua::algorithm_catalog()) {
+    SCOPED_TRACE(d.name);
+    EXPECT_TRUE(bagua::algorithm_implemented(d.name));
+    EXPECT_FALSE(d.description.empty());
+    ASSERT_TRUE(static_cast<bool>(d.traffic)) << d.name << " has no traffic model: bagua plan could not predict it";
+    bagua::TrafficContext ctx;
+    ctx.world.nnodes = 2;
+    ctx.world.nproc_per_node = 2;
+    ctx.world.world_size = 4;
+    ctx.world.node_leaders = {0, 2};
+    ctx.world.backend = "gloo";
+    ctx.world.device = "cpu";
+    ctx.bucket_bytes = 1 << 20;
+    ctx.buckets = [](int64_t alignment, bool flatten, const std::string& registers) {
+      bagua::PlanBuckets b;
+      b.registers = registers;
+      b.flatten = flatten;
+      b.alignment = alignment;
+      bagua::PlanBucket one;
+      one.name = "bucket0";
+      one.numel = 1000;
+      one.padded_numel = (1000 + alignment - 1) / alignment * alignment;
+      one.bytes = one.padded_numel * 4;
+      b.buckets.push_back(one);
+      b.bytes = one.bytes;
+      return b;
+    };
+    const bagua::PlanAlgorithm a = d.traffic(ctx, d.defaults);
+    EXPECT_TRUE(a.runnable) << a.note;
+    ASSERT_FALSE(a.phases.empty());
+    for (const auto& p : a.phases) EXPECT_FALSE(p.name.empty() || p.what.empty());
+    ASSERT_EQ(a.buckets.buckets.size(), 1u);
+    // Something crosses the wire between 4 workers, except in async's
+    // steps, whose traffic is in its rounds.
+    int64_t sent = 0;
+    for (const auto& p : a.phases) sent += p.leader.total();
+    EXPECT_GT(sent, 0);
+    for (const auto& variant : d.plan_variants) {
+      nlohmann::json kw = d.defaults;
+      for (const auto& [k, v] : variant.items()) {
+        EXPECT_TRUE(kw.contains(k)) << "plan variant of unknown kwarg " << k;
+        kw[k] = v;
+      }
+      EXPECT_FALSE(d.traffic(ctx, kw).phases.empty()) << variant.dump();
+    }
+  }
+}
+
+TEST(Catalog, TheRecipeChecksAskTheDescriptor) {
+  const auto* decentralized = bagua::find_algorithm("decentralized");
+  ASSERT_TRUE(decentralized && decentralized->check_world);
+  nlohmann::json kw = decentralized->defaults;
+  kw["peer_selection_mode"] = "shift_one";
+  kw["hierarchical"] = false;
+  EXPECT_FALSE(decentralized->check_world(kw, 1, 4)) << "4 peers pair up";
+  auto odd = decentralized->check_world(kw, 1, 3);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->key, "peer_selection_mode");
+  EXPECT_NE(odd->message.find("even number of peers"), std::string::npos) << odd->message;
+  for (const char* name : {"low_precision_decentralized", "async"}) {
+    EXPECT_TRUE(bagua::find_algorithm(name)->traits.keeps_bucket_state) << name;
+  }
+  for (const char* name : {"gradient_allreduce", "bytegrad", "qadam", "decentralized"}) {
+    EXPECT_FALSE(bagua::find_algorithm(name)->traits.keeps_bucket_state) << name;
+  }
+}
+
+// The descriptor's traits are the implementation's: keeps_bucket_state
+// and communicates_during_backward as the AlgorithmImpl says them.
+TEST(Catalog, TraitsMatchTheImplementation) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(bagua::find_free_port()).c_str(), 1);
+  if (!bagua::is_initialized()) bagua::init_process_group();
+  for (const auto& d : bagua::algorithm_catalog()) {
+    SCOPED_TRACE(d.name);
+    if (d.traits.needs_qadam_optimizer) continue;  // built with its optimizer in the run tests
+    auto impl = bagua::make_algorithm(d.name)->reify(bagua::default_group());
+    EXPECT_EQ(impl->keeps_bucket_state(), d.traits.keeps_bucket_state);
+  }
+}
+
+}  // namespace

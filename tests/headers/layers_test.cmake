@@ -1,0 +1,79 @@
+# The layering the build enforces (cmake/BaguaAreas.cmake), checked from
+# outside: run by CTest as
+#   cmake -DCXX=... -DTREES=build/include-trees -DLIBS=build/engine -DEXAMPLES=build/examples -P layers_test.cmake
+#
+# 1. An area's include path holds only itself and the areas below it: the
+#    recipe area sees bagua/recipe.h but not bagua/data.h (data is not
+#    below it), and comm does not see train's private headers.
+# 2. libbagua_core.so (the collectives, with_bagua, the algorithms, the
+#    optimizers) needs LibTorch and nothing of the launcher's: no yaml-cpp,
+#    hiredis, protobuf, and not libbagua.so; the examples need only it.
+set(work ${CMAKE_CURRENT_BINARY_DIR}/layers-test)
+file(MAKE_DIRECTORY ${work})
+
+function(compiles result tree text)
+  file(WRITE ${work}/probe.cpp "${text}\n")
+  execute_process(COMMAND ${CXX} -std=c++17 -fsyntax-only -I${TREES}/${tree} ${work}/probe.cpp
+                  RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+  if(rc EQUAL 0)
+    set(${result} TRUE PARENT_SCOPE)
+  else()
+    set(${result} FALSE PARENT_SCOPE)
+    set(last_error "${err}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+set(failures "")
+compiles(ok recipe "#include <bagua/recipe.h>")
+if(NOT ok)
+  list(APPEND failures "the recipe area cannot include its own bagua/recipe.h: ${last_error}")
+endif()
+compiles(ok recipe "#include <bagua/data.h>")
+if(ok)
+  list(APPEND failures "the recipe area can include bagua/data.h, an area not below it")
+elseif(NOT last_error MATCHES "bagua/data.h: No such file")
+  list(APPEND failures "bagua/data.h in the recipe area failed for another reason: ${last_error}")
+endif()
+compiles(ok comm "#include \"train/checkpoint.h\"")
+if(ok OR NOT last_error MATCHES "train/checkpoint.h: No such file")
+  list(APPEND failures "the comm area can reach train's private headers: ${last_error}")
+endif()
+compiles(ok common "#include <bagua/metrics.h>\n#include <bagua/recipe_spec.h>")
+if(NOT ok)
+  list(APPEND failures "the common area's headers do not compile without LibTorch: ${last_error}")
+endif()
+
+function(needed out file)
+  execute_process(COMMAND readelf -d ${file} OUTPUT_VARIABLE text RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "readelf -d ${file} failed")
+  endif()
+  string(REGEX MATCHALL "NEEDED\\)[^\\[]*\\[[^]]*\\]" entries "${text}")
+  set(${out} "${entries}" PARENT_SCOPE)
+endfunction()
+
+needed(core ${LIBS}/libbagua_core.so)
+foreach(forbidden yaml-cpp hiredis protobuf valijson "libbagua.so")
+  if(core MATCHES "${forbidden}")
+    list(APPEND failures "libbagua_core.so needs ${forbidden}: ${core}")
+  endif()
+endforeach()
+if(NOT core MATCHES "libtorch")
+  list(APPEND failures "libbagua_core.so does not need LibTorch? ${core}")
+endif()
+needed(common ${LIBS}/libbagua_common.so)
+if(common MATCHES "torch|c10")
+  list(APPEND failures "libbagua_common.so needs LibTorch: ${common}")
+endif()
+foreach(example with_bagua collectives)
+  needed(e ${EXAMPLES}/${example})
+  if(NOT e MATCHES "libbagua_core.so" OR e MATCHES "libbagua.so")
+    list(APPEND failures "examples/${example} should need libbagua_core.so and not libbagua.so: ${e}")
+  endif()
+endforeach()
+
+if(failures)
+  string(REPLACE ";" "\n  " text "${failures}")
+  message(FATAL_ERROR "layering:\n  ${text}")
+endif()
+message(STATUS "layering holds: include trees and NEEDED entries as declared")

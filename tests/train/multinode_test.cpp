@@ -1,0 +1,494 @@
+// `bagua run` across two real network stacks: two nodes as network
+// namespaces, each with its own address on a bridge, running `bagua run
+// --nnodes 2 --node-rank R --master-addr ADDR` exactly as on two machines,
+// with no GLOO_SOCKET_IFNAME (the host name resolves to a loopback address,
+// as on a stock Debian host, so Gloo must be told where to bind).
+//
+// Needs root and iproute2's `ip` (CI has both); skipped otherwise.
+#include "comm/network_route.h"
+#include "support/bagua_run.h"
+
+#include <bagua/errors.h>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+
+namespace {
+
+using namespace bagua::testing;
+using Clock = std::chrono::steady_clock;
+
+// Runs a shell command, returns its exit status; its output goes to *out.
+int shell(const std::string& command, std::string* out = nullptr) {
+  const fs::path capture = fs::temp_directory_path() / ("bagua-mn-sh-" + std::to_string(::getpid()));
+  const int status = std::system(("{ " + command + "; } > " + capture.string() + " 2>&1").c_str());
+  if (out) *out = read_file(capture);
+  fs::remove(capture);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Two "machines": namespaces PREFIX-0 and PREFIX-1, each with eth0 on a
+// bridge in PREFIX-sw, at 10.79.0.1 (node 0, the master) and 10.79.0.2.
+// Everything is created inside the namespaces (no interface ever sits in
+// the host's), and deleting the namespaces deletes the rest, also when the
+// test fails; namespaces of a test binary that died (its pid gone) are
+// removed by the next one.
+class TwoNodes {
+ public:
+  static std::string unavailable() {
+    if (::geteuid() != 0) return "network namespaces need root (CI runs as root)";
+    if (shell("command -v ip") != 0) return "iproute2's `ip` is not on PATH (scripts/install-deps.sh installs it)";
+    return "";
+  }
+
+  TwoNodes() {
+    remove_stale();
+    static int made = 0;
+    prefix_ = "bagua-mn-" + std::to_string(::getpid()) + "-" + std::to_string(made++);
+    const std::string sw = prefix_ + "-sw";
+    must("ip netns add " + sw);
+    must("ip -n " + sw + " link add br0 type bridge");
+    must("ip -n " + sw + " link set br0 up");
+    for (int node = 0; node < 2; ++node) {
+      const std::string ns = name(node), port = "port" + std::to_string(node);
+      must("ip netns add " + ns);
+      must("ip -n " + ns + " link add eth0 type veth peer name " + port + " netns " + sw);
+      must("ip -n " + sw + " link set " + port + " master br0");
+      must("ip -n " + sw + " link set " + port + " up");
+      must("ip -n " + ns + " addr add " + address(node) + "/24 dev eth0");
+      must("ip -n " + ns + " link set lo up");
+      must("ip -n " + ns + " link set eth0 up");
+    }
+  }
+  ~TwoNodes() {
+    for (const char* suffix : {"-0", "-1", "-sw"}) shell("ip netns del " + prefix_ + suffix);
+    for (int node = 0; node < 2; ++node) {
+      std::error_code ec;
+      fs::remove_all(fs::path("/etc/netns") / name(node), ec);
+    }
+  }
+
+  // Makes `host` resolve to node 0 in both namespaces, as a cluster's DNS
+  // would: `ip netns exec` mounts /etc/netns/NAME/hosts over /etc/hosts.
+  void name_master(const std::string& host) {
+    for (int node = 0; node < 2; ++node) {
+      const fs::path dir = fs::path("/etc/netns") / name(node);
+      fs::create_directories(dir);
+      std::ofstream(dir / "hosts") << "127.0.0.1 localhost\n" << address(0) << " " << host << "\n";
+    }
+  }
+  TwoNodes(const TwoNodes&) = delete;
+  TwoNodes& operator=(const TwoNodes&) = delete;
+
+  std::string name(int node) const { return prefix_ + "-" + std::to_string(node); }
+  static std::string address(int node) { return "10.79.0." + std::to_string(node + 1); }
+
+ private:
+  void must(const std::string& command) {
+    std::string out;
+    if (shell(command, &out) != 0) {
+      // The destructor will not run for a throwing constructor.
+      for (const char* suffix : {"-0", "-1", "-sw"}) shell("ip netns del " + prefix_ + suffix);
+      throw std::runtime_error("`" + command + "` failed: " + out);
+    }
+  }
+  static void remove_stale() {
+    static const std::regex form(R"(bagua-mn-(\d+)-\d+-(0|1|sw))");
+    std::error_code ignored;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/var/run/netns", ec)) {
+      std::smatch m;
+      const std::string file = entry.path().filename().string();
+      if (!std::regex_match(file, m, form)) continue;
+      const pid_t owner = static_cast<pid_t>(std::stol(m[1].str()));
+      if (owner != ::getpid() && ::kill(owner, 0) != 0 && errno == ESRCH) {
+        shell("ip netns del " + file);
+        fs::remove_all(fs::path("/etc/netns") / file, ignored);
+      }
+    }
+  }
+  std::string prefix_;
+};
+
+// One node's `bagua run`, started in its namespace; the environment has no
+// GLOO_SOCKET_IFNAME, whatever the test's has.
+class Node {
+ public:
+  // `bagua run ARGS` in namespace `ns`, with `env` ("A=1 B=2") added.
+  Node(const std::string& ns, const std::string& args, const fs::path& output, const std::string& env = "")
+      : Node(ns, std::string(BAGUA_CLI) + " run " + args, output, env, 0) {}
+  // Any command line.
+  Node(const std::string& ns, const std::string& command_line, const fs::path& output, const std::string& env, int)
+      : output_(output) {
+    const std::string command = "exec ip netns exec " + ns + " env -u GLOO_SOCKET_IFNAME " + env + " " +
+                                command_line + " > " + output.string() + " 2>&1 < /dev/null";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~Node() {
+    if (pid_ > 0 && !done_) {
+      ::kill(-pid_, SIGKILL);
+      wait();
+    }
+  }
+  // Waits (at most `limit`, then kills it) and returns its exit code.
+  int wait(std::chrono::seconds limit = std::chrono::seconds(120)) {
+    const auto deadline = Clock::now() + limit;
+    bool killed = false;
+    while (running()) {
+      if (!killed && Clock::now() > deadline) {
+        ADD_FAILURE() << "node still running after " << limit.count() << " s; killed it";
+        ::kill(-pid_, SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return code_;
+  }
+  bool running() {
+    if (done_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == 0) return true;
+    ended_ = Clock::now();
+    done_ = true;
+    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  Clock::time_point ended() const { return ended_; }
+  std::string output() const { return read_file(output_); }
+
+ private:
+  fs::path output_;
+  pid_t pid_ = -1;
+  bool done_ = false;
+  int code_ = -1;
+  Clock::time_point ended_;
+};
+
+TEST(NetworkRoute, TheMasterOnThisMachineIsReachedThroughLoopback) {
+  const bagua::comm::NetworkRoute route = bagua::comm::route_to("127.0.0.1", 29500);
+  EXPECT_EQ(route.address, "127.0.0.1");
+  EXPECT_TRUE(route.loopback);
+  EXPECT_FALSE(route.interface.empty());
+  EXPECT_NE(bagua::comm::describe_route(route, "127.0.0.1").find("only processes on this machine can connect"),
+            std::string::npos);
+}
+
+TEST(NetworkRoute, AnUnresolvableMasterIsNamed) {
+  try {
+    bagua::comm::route_to("no-such-host.invalid", 29500);
+    FAIL() << "resolved no-such-host.invalid";
+  } catch (const bagua::CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resolve the master address 'no-such-host.invalid'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+class MultiNodeTest : public RunTest {
+ protected:
+  void SetUp() override {
+    RunTest::SetUp();
+    if (auto why = TwoNodes::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    try {
+      nodes_ = std::make_unique<TwoNodes>();
+    } catch (const std::runtime_error& e) {
+      // Root without the right to make namespaces (an unprivileged container).
+      GTEST_SKIP() << "cannot make network namespaces here: " << e.what();
+    }
+  }
+  void TearDown() override {
+    nodes_.reset();
+    RunTest::TearDown();
+  }
+
+  // A tiny run's recipe file: the first 1024 samples of Fashion-MNIST (so
+  // no process spends its time inflating all 60,000), 8 steps of 4 x 16,
+  // one thread per worker (so the layouts compare bitwise), a short timeout
+  // for failures.
+  std::string recipe_file(const std::string& name, const std::string& algorithm) {
+    const fs::path images = dir_ / "images.idx", labels = dir_ / "labels.idx";
+    if (!fs::exists(images)) {
+      first_samples(kFmnist + "train-images-idx3-ubyte.gz", images, 16, 784);
+      first_samples(kFmnist + "train-labels-idx1-ubyte.gz", labels, 8, 1);
+    }
+    const fs::path path = dir_ / (name + ".yaml");
+    std::ofstream(path) << "name: " << name << "\n"
+                        << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: idx, images: " << images.string() << ", labels: " << labels.string()
+                        << "}\n"
+                        << "  batch_size: 16\n"
+                        << "optimizers: [{type: sgd, lr: 0.05, momentum: 0.9}]\n"
+                        << "algorithm: " << algorithm << "\n"
+                        << "distributed: {nproc_per_node: 2, timeout_s: 20}\n"
+                        << "train: {epochs: 1, max_steps: 8, log_every_steps: 4, threads: 1}\n"
+                        << "checkpoint: {every_steps: 8, keep: 1}\n"
+                        << "output: {dir: " << (dir_ / name).string() << "}\n";
+    return path.string();
+  }
+
+  // An IDX file of the first kSamples records of `gz` (header: `header`
+  // bytes, the count at bytes 4-7; `record` bytes per sample).
+  static constexpr int kSamples = 1024;
+  static void first_samples(const std::string& gz, const fs::path& out, int header, int record) {
+    const long bytes = header + static_cast<long>(kSamples) * record;
+    ASSERT_EQ(shell("gzip -dc " + gz + " | head -c " + std::to_string(bytes) + " > " + out.string()), 0);
+    std::fstream f(out, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    const char count[4] = {0, 0, static_cast<char>(kSamples >> 8), static_cast<char>(kSamples & 0xff)};
+    f.write(count, 4);
+  }
+
+  // Runs `args` as node 0 and node 1 of a 2 x 2 job, into codes_ and outputs_.
+  void run_two_nodes(const std::string& args, const std::string& out) {
+    const std::string common = args + " --nnodes 2 --nproc-per-node 2 --master-addr " + TwoNodes::address(0) +
+                               " --master-port 29500";
+    Node n0(nodes_->name(0), common + " --node-rank 0 --set output.dir=" + (dir_ / out / "node0").string(),
+            dir_ / (out + "-node0.out"));
+    Node n1(nodes_->name(1), common + " --node-rank 1 --set output.dir=" + (dir_ / out / "node1").string(),
+            dir_ / (out + "-node1.out"));
+    codes_[0] = n0.wait();
+    codes_[1] = n1.wait();
+    outputs_[0] = n0.output();
+    outputs_[1] = n1.output();
+  }
+
+  // The weights `algorithm` trains to on two nodes of 2 workers, checking
+  // that each node said its workers' Gloo uses eth0.
+  std::vector<at::Tensor> two_nodes_train(const std::string& name, const std::string& algorithm) {
+    run_two_nodes(recipe_file(name, algorithm), name);
+    EXPECT_EQ(codes_[0], 0) << outputs_[0] << "\n---- node 1:\n" << outputs_[1];
+    EXPECT_EQ(codes_[1], 0) << outputs_[1];
+    for (int node = 0; node < 2; ++node) {
+      EXPECT_NE(outputs_[node].find("node " + std::to_string(node) + ": the workers' Gloo uses eth0 (" +
+                                    TwoNodes::address(node) + "), the interface that routes to the master " +
+                                    TwoNodes::address(0)),
+                std::string::npos)
+          << outputs_[node];
+    }
+    EXPECT_NE(outputs_[0].find("final weights identical on all 4 workers"), std::string::npos) << outputs_[0];
+    const fs::path model = dir_ / name / "node0" / "model.pt";
+    return fs::exists(model) ? model_parameters(model) : std::vector<at::Tensor>{};
+  }
+
+  // The weights of the same job on one node of 4 workers (in a namespace
+  // too, and with no GLOO_SOCKET_IFNAME either).
+  std::vector<at::Tensor> one_node_trains(const std::string& name, const std::string& algorithm) {
+    Node one(nodes_->name(0), recipe_file(name, algorithm) + " --nproc-per-node 4", dir_ / (name + ".out"));
+    EXPECT_EQ(one.wait(), 0) << one.output();
+    const fs::path model = dir_ / name / "model.pt";
+    if (!fs::exists(model)) return {};
+    auto weights = model_parameters(model);
+    EXPECT_GT(max_abs_diff(weights, model_parameters(kSource + "/tests/fixtures/models/mlp_small.pt")), 1e-4)
+        << "training moved the weights";
+    return weights;
+  }
+
+  std::unique_ptr<TwoNodes> nodes_;
+  int codes_[2] = {-1, -1};
+  std::string outputs_[2];
+};
+
+// Flat: the same 4 ranks in the same ring, so the same bits. Hierarchical:
+// within each node, then across the two; on one node it is one reduction
+// over all 4 in another order, so only closeness is asked.
+TEST_F(MultiNodeTest, GradientAllreduceFlatAndHierarchicalOnTwoNodesEqualOneNode) {
+  const auto one = one_node_trains("one", "{name: gradient_allreduce}");
+  const auto flat = two_nodes_train("flat", "{name: gradient_allreduce}");
+  const auto hierarchical = two_nodes_train("hierarchical", "{name: gradient_allreduce, hierarchical: true}");
+  ASSERT_FALSE(one.empty() || flat.empty() || hierarchical.empty());
+  EXPECT_EQ(max_abs_diff(flat, one), 0.0) << "same ranks, same reduction order: the same bits";
+  EXPECT_LE(max_abs_diff(hierarchical, one), 1e-6);
+}
+
+TEST_F(MultiNodeTest, ByteGradOnTwoNodesEqualsOneNodeBitwise) {
+  const auto one = one_node_trains("one", "{name: bytegrad, hierarchical: false}");
+  const auto two = two_nodes_train("two", "{name: bytegrad, hierarchical: false}");
+  ASSERT_FALSE(one.empty() || two.empty());
+  EXPECT_EQ(max_abs_diff(two, one), 0.0) << "same ranks, same reduction order: the same bits";
+}
+
+// Rank 3 (node 1, local rank 1) is killed at step 3: both nodes stop within
+// 10 s of it, and each names the node and the rank.
+TEST_F(MultiNodeTest, AWorkerKilledOnNodeOneStopsBothNodesNamingIt) {
+  const std::string args = recipe_file("kill", "{name: gradient_allreduce}") + " --set train.max_steps=400" +
+                           " --nnodes 2 --nproc-per-node 2 --master-addr " + TwoNodes::address(0) +
+                           " --master-port 29500";
+  const fs::path rank3_log = dir_ / "kill1" / "logs" / "rank-3.log";
+  Node n0(nodes_->name(0), args + " --node-rank 0 --set output.dir=" + (dir_ / "kill0").string(), dir_ / "n0.out");
+  Node n1(nodes_->name(1), args + " --node-rank 1 --set output.dir=" + (dir_ / "kill1").string(), dir_ / "n1.out",
+          "BAGUA_FAULT_AT_STEP=3:3");
+  // The kill: when rank 3 says it kills itself (the next thing it does).
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  while (read_file(rank3_log).find("kills itself") == std::string::npos && Clock::now() < give_up &&
+         (n0.running() || n1.running())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto killed = Clock::now();
+  const int code0 = n0.wait(), code1 = n1.wait();
+  const std::string out0 = n0.output(), out1 = n1.output();
+  ASSERT_NE(read_file(rank3_log).find("BAGUA_FAULT_AT_STEP: rank 3 kills itself at step 3"), std::string::npos)
+      << out1;
+  EXPECT_EQ(code0, 3) << out0;
+  EXPECT_EQ(code1, 3) << out1;
+  for (const auto& ended : {n0.ended(), n1.ended()}) {
+    EXPECT_LT(std::chrono::duration<double>(ended - killed).count(), 10.0) << out0 << "\n---- node 1:\n" << out1;
+  }
+  EXPECT_NE(out1.find("rank 3 (node 1, local rank 1) failed with signal 9 (SIGKILL)"), std::string::npos) << out1;
+  EXPECT_NE(out0.find("another node failed (node 1: rank 3 failed with signal 9 (SIGKILL))"), std::string::npos)
+      << out0;
+}
+
+// Node 1 never starts: node 0's rendezvous ends after distributed.timeout_s
+// naming the missing ranks and the node they belong to.
+TEST_F(MultiNodeTest, ANodeThatNeverArrivesIsNamedWhenTheRendezvousTimesOut) {
+  const std::string args = recipe_file("alone", "{name: gradient_allreduce}") +
+                           " --set distributed.timeout_s=3 --nnodes 2 --nproc-per-node 2 --master-addr " +
+                           TwoNodes::address(0) + " --master-port 29500 --node-rank 0";
+  const auto started = Clock::now();
+  Node n0(nodes_->name(0), args, dir_ / "n0.out");
+  const int code = n0.wait();
+  const double seconds = std::chrono::duration<double>(n0.ended() - started).count();
+  const std::string out = n0.output();
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_NE(out.find("2 of 4 ranks arrived; missing ranks [2, 3] (node 1 never joined, counting 2 ranks per node)"),
+            std::string::npos)
+      << out;
+  EXPECT_LT(seconds, 3 + 10.0) << "ends soon after the rendezvous timeout";
+}
+
+// Workers started one by one with torchrun's variables (as torchrun, srun
+// or a PyTorchJob start them), no bagua launcher and no GLOO_SOCKET_IFNAME:
+// each picks the interface that routes to MASTER_ADDR itself, and local
+// rank 0 of each node says which.
+TEST_F(MultiNodeTest, TorchrunStyleWorkersOnTwoNodesPickTheirInterface) {
+  const std::string args = recipe_file("torchrun", "{name: gradient_allreduce}");
+  std::vector<std::unique_ptr<Node>> workers;
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    const std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=4 LOCAL_RANK=" + std::to_string(rank % 2) +
+                            " LOCAL_WORLD_SIZE=2 GROUP_RANK=" + std::to_string(node) + " MASTER_ADDR=" +
+                            TwoNodes::address(0) + " MASTER_PORT=29500";
+    workers.push_back(std::make_unique<Node>(
+        nodes_->name(node), args + " --set output.dir=" + (dir_ / ("node" + std::to_string(node))).string(),
+        dir_ / ("rank" + std::to_string(rank) + ".out"), env));
+  }
+  std::string outputs[4];
+  for (int rank = 0; rank < 4; ++rank) {
+    const int code = workers[rank]->wait();
+    outputs[rank] = workers[rank]->output();
+    EXPECT_EQ(code, 0) << "rank " << rank << ":\n" << outputs[rank];
+  }
+  EXPECT_NE(outputs[0].find("final weights identical on all 4 workers"), std::string::npos) << outputs[0];
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    const std::string line = "bagua: node " + std::to_string(node) + ": Gloo uses eth0 (" + TwoNodes::address(node) +
+                             "), the interface that routes to the master " + TwoNodes::address(0);
+    EXPECT_EQ(outputs[rank].find(line) != std::string::npos, rank % 2 == 0) << "rank " << rank << ":\n" << outputs[rank];
+  }
+}
+
+// The container of examples/k8s/indexed-job.yaml as Kubernetes would start
+// it in pod `index`: its command and arguments with $(VAR) expanded from its
+// environment, and that environment (the completion-index annotation read
+// through the fieldRef).
+struct PodCommand {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+};
+
+PodCommand pod_command(const fs::path& manifest, int index) {
+  YAML::Node job;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(manifest.string())) {
+    if (doc["kind"].as<std::string>() == "Job") job = doc;
+  }
+  if (!job) throw std::runtime_error("no Job in " + manifest.string());
+  EXPECT_EQ(job["spec"]["completionMode"].as<std::string>(), "Indexed");
+  const YAML::Node container = job["spec"]["template"]["spec"]["containers"][0];
+  PodCommand pod;
+  for (const YAML::Node& var : container["env"]) {
+    const std::string name = var["name"].as<std::string>();
+    if (var["value"]) {
+      pod.env[name] = var["value"].as<std::string>();
+    } else {
+      const std::string field = var["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>();
+      EXPECT_EQ(field, "metadata.annotations['batch.kubernetes.io/job-completion-index']");
+      pod.env[name] = std::to_string(index);
+    }
+  }
+  auto expand = [&](std::string text) {
+    static const std::regex reference(R"(\$\(([A-Za-z_][A-Za-z0-9_]*)\))");
+    std::smatch m;
+    std::string out;
+    while (std::regex_search(text, m, reference)) {
+      auto found = pod.env.find(m[1].str());
+      out += m.prefix().str() + (found == pod.env.end() ? m[0].str() : found->second);
+      text = m.suffix().str();
+    }
+    return out + text;
+  };
+  for (const YAML::Node& part : container["command"]) pod.argv.push_back(expand(part.as<std::string>()));
+  for (const YAML::Node& part : container["args"]) pod.argv.push_back(expand(part.as<std::string>()));
+  return pod;
+}
+
+// The example Indexed Job's pods, as two namespaces where the headless
+// Service's name resolves to pod 0: both start the right workers (ranks
+// 0-1 and 2-3 of 4, meeting at pod 0) and train together.
+TEST_F(MultiNodeTest, TheKubernetesIndexedJobManifestMakesACorrectJob) {
+  const fs::path manifest = kSource + "/examples/k8s/indexed-job.yaml";
+  const std::string recipe_path = recipe_file("k8s", "{name: gradient_allreduce}");
+  std::unique_ptr<Node> pods[2];
+  for (int index = 0; index < 2; ++index) {
+    PodCommand pod = pod_command(manifest, index);
+    if (index == 0) nodes_->name_master(pod.env.at("MASTER_ADDR"));
+    EXPECT_EQ(pod.env.count("RANK"), 0u) << "with RANK set bagua run would be one worker, not a node's launcher";
+    ASSERT_GE(pod.argv.size(), 3u);
+    EXPECT_EQ(pod.argv[0], "bagua");
+    EXPECT_EQ(pod.argv[1], "run");
+    EXPECT_EQ(pod.argv[2], "/config/recipe.yaml") << "the ConfigMap's recipe";
+    std::string line = BAGUA_CLI;
+    pod.argv[0] = "";  // the binary under test
+    pod.argv[2] = recipe_path;
+    for (const auto& a : pod.argv) line += a.empty() ? "" : " '" + a + "'";
+    line += " --set train.max_steps=4 --set output.dir=" +
+            (dir_ / ("pod" + std::to_string(index))).string();
+    std::string env;
+    for (const auto& [name, value] : pod.env) env += name + "='" + value + "' ";
+    pods[index] = std::make_unique<Node>(nodes_->name(index), line, dir_ / ("pod" + std::to_string(index) + ".out"),
+                                         env, 0);
+  }
+  const int code0 = pods[0]->wait(), code1 = pods[1]->wait();
+  const std::string out0 = pods[0]->output(), out1 = pods[1]->output();
+  ASSERT_EQ(code0, 0) << out0 << "\n---- pod 1:\n" << out1;
+  ASSERT_EQ(code1, 0) << out1;
+  EXPECT_NE(out0.find("final weights identical on all 4 workers"), std::string::npos) << out0;
+  EXPECT_NE(out1.find("node 1: the workers' Gloo uses eth0 (" + TwoNodes::address(1) +
+                      "), the interface that routes to the master bagua-train-0.bagua-train"),
+            std::string::npos)
+      << out1;
+  EXPECT_TRUE(fs::exists(dir_ / "pod0" / "model.pt"));
+  EXPECT_TRUE(fs::exists(dir_ / "pod1" / "logs" / "rank-2.log")) << "pod 1 runs ranks 2 and 3";
+  EXPECT_TRUE(fs::exists(dir_ / "pod1" / "logs" / "rank-3.log"));
+}
+
+}  // namespace

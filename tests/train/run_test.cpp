@@ -1,0 +1,596 @@
+// End-to-end tests of `bagua run`: the real binary, real worker processes,
+// the real Fashion-MNIST files and TorchScript models exported by Python.
+#include <bagua/data.h>
+#include <bagua/launch.h>
+
+#include "support/bagua_run.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using namespace bagua::testing;
+
+std::string slurp(const fs::path& path) { return read_file(path); }
+
+TEST_F(RunTest, TwoWorkersTrainLogCheckpointAndAgree) {
+  std::string recipe = write_recipe("basic",
+                                    "  # eval on the test set\n");
+  // An eval set, added with --set to exercise overrides as well.
+  RunOutcome r = bagua_run(recipe + " --set 'data.eval={format: idx, images: " + kFmnist +
+                    "t10k-images-idx3-ubyte.gz, labels: " + kFmnist + "t10k-labels-idx1-ubyte.gz}'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path out = dir_ / "basic";
+  EXPECT_TRUE(fs::exists(out / "model.pt"));
+  EXPECT_TRUE(fs::exists(out / "recipe.resolved.yaml"));
+  EXPECT_TRUE(fs::exists(out / "logs" / "rank-0.log"));
+  EXPECT_TRUE(fs::exists(out / "logs" / "rank-1.log"));
+  EXPECT_FALSE(fs::exists(out / "tensorboard")) << "output.tensorboard is off by default";
+  EXPECT_NE(r.output.find("final weights identical on all 2 workers"), std::string::npos) << r.output;
+  auto records = metrics(out / "metrics.jsonl");
+  int steps = 0, evals = 0;
+  for (const auto& j : records) {
+    if (j.contains("loss")) {
+      ++steps;
+      for (const char* k : {"step", "epoch", "loss", "lr", "samples_per_s", "time"}) EXPECT_TRUE(j.contains(k)) << j;
+    }
+    if (j.contains("eval_loss")) {
+      ++evals;
+      EXPECT_TRUE(j.contains("eval_accuracy")) << j;
+      EXPECT_EQ(j["eval_samples"], 10000) << "eval covers the whole set once, across both ranks";
+    }
+  }
+  EXPECT_EQ(steps, 6) << "24 steps logged every 4";
+  EXPECT_EQ(evals, 1) << "max_steps ends the run inside the epoch: one final evaluation";
+  // keep: 2 newest checkpoints (final one included).
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(out / "checkpoints")) checkpoints += e.path().filename().string()[0] != '.';
+  EXPECT_EQ(checkpoints, 2);
+  auto params = model_parameters(out / "model.pt");
+  EXPECT_EQ(params.size(), 4u);
+}
+
+TEST_F(RunTest, TwoWorkersAtBatchBEqualOneWorkerAtBatch2B) {
+  std::string recipe = write_recipe("eq");
+  RunOutcome two = bagua_run(recipe + " --set output.dir=" + (dir_ / "two").string());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  RunOutcome one = bagua_run(recipe + " --nproc-per-node 1 --set data.batch_size=32 --set output.dir=" +
+                      (dir_ / "one").string());
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  double diff = max_abs_diff(model_parameters(dir_ / "two" / "model.pt"), model_parameters(dir_ / "one" / "model.pt"));
+  EXPECT_LT(diff, 1e-5);
+  // And training did something: the weights moved from the exported ones.
+  EXPECT_GT(max_abs_diff(model_parameters(dir_ / "one" / "model.pt"),
+                         model_parameters(kSource + "/tests/fixtures/models/mlp_small.pt")),
+            1e-3);
+}
+
+TEST_F(RunTest, ACrashedRankIsReportedAndTheResumedRunEqualsAnUninterruptedOne) {
+  std::string recipe = write_recipe("resume");
+  RunOutcome clean = bagua_run(recipe + " --set output.dir=" + (dir_ / "clean").string());
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+
+  auto t0 = std::chrono::steady_clock::now();
+  RunOutcome crashed = bagua_run(recipe, "BAGUA_FAULT_AT_STEP=1:13");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(crashed.exit_code, 3) << crashed.output;
+  EXPECT_NE(crashed.output.find("rank 1 (local rank 1) failed with signal 9 (SIGKILL)"), std::string::npos)
+      << crashed.output;
+  EXPECT_NE(crashed.output.find("BAGUA_FAULT_AT_STEP: rank 1 kills itself at step 13"), std::string::npos)
+      << "the report shows the last lines of the failed rank's log:\n" << crashed.output;
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_FALSE(fs::exists(dir_ / "resume" / "model.pt"));
+
+  RunOutcome resumed = bagua_run(recipe);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("at step 8"), std::string::npos) << resumed.output;
+  double diff = max_abs_diff(model_parameters(dir_ / "resume" / "model.pt"),
+                             model_parameters(dir_ / "clean" / "model.pt"));
+  EXPECT_EQ(diff, 0.0) << "a resumed run must end with exactly the uninterrupted run's weights";
+}
+
+// Runs `bagua run ARGS` as the 2 workers of a torchrun-style job (RANK,
+// WORLD_SIZE, ... set for each), concurrently; `env_of(rank)` adds variables.
+std::vector<RunOutcome> run_as_two_torchrun_workers(const fs::path& dir, const std::string& args,
+                                                    const std::function<std::string(int)>& env_of) {
+  int port = bagua::find_free_port();
+  std::vector<std::thread> ranks;
+  std::vector<RunOutcome> results(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      std::string env = "RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
+                        " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                        " OMP_NUM_THREADS=1 " + env_of(rank);
+      fs::path out = dir / ("rank" + std::to_string(rank) + ".out");
+      int status = std::system((env + " " + BAGUA_CLI + " run " + args + " > " + out.string() + " 2>&1").c_str());
+      results[rank].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      results[rank].output = slurp(out);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return results;
+}
+
+TEST_F(RunTest, MaxRestartsRestartsTheGroupFromTheLatestCheckpoint) {
+  std::string recipe = write_recipe("restart", "");
+  RunOutcome r = bagua_run(recipe + " --set distributed.max_restarts=1", "BAGUA_FAULT_AT_STEP=0:10");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("restarting all workers (1 of 1)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "restart" / "model.pt"));
+  // Each attempt's logs are kept: the crash in attempt-0/, the rerun on top.
+  const fs::path logs = dir_ / "restart" / "logs";
+  EXPECT_NE(slurp((logs / "attempt-0" / "rank-0.log").string()).find("kills itself at step 10"), std::string::npos);
+  const std::string latest = slurp((logs / "rank-0.log").string());
+  EXPECT_EQ(latest.find("kills itself"), std::string::npos) << latest;
+  EXPECT_NE(latest.find("resumed from"), std::string::npos) << latest;
+}
+
+// Workers of different restart attempts never meet: their rendezvous keys
+// are scoped to TORCHELASTIC_RESTART_COUNT, so a rank left over from a
+// previous attempt times out naming the missing ranks instead of joining.
+TEST_F(RunTest, WorkersOfDifferentRestartAttemptsNeverMeet) {
+  std::string recipe = write_recipe("attempts");
+  auto results = run_as_two_torchrun_workers(dir_, recipe + " --set distributed.timeout_s=5", [](int rank) {
+    return "TORCHELASTIC_RESTART_COUNT=" + std::to_string(rank);
+  });
+  EXPECT_NE(results[0].exit_code, 0) << results[0].output;
+  EXPECT_NE(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("rendezvous timed out"), std::string::npos) << results[0].output;
+  EXPECT_NE(results[0].output.find("missing ranks [1]"), std::string::npos) << results[0].output;
+  EXPECT_FALSE(fs::exists(dir_ / "attempts" / "model.pt"));
+}
+
+TEST_F(RunTest, WorldSizeMismatchOnResumeIsRefusedClearly) {
+  std::string recipe = write_recipe("ws");
+  ASSERT_EQ(bagua_run(recipe + " --set train.max_steps=8").exit_code, 0);
+  RunOutcome r = bagua_run(recipe + " --nproc-per-node 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("was written by 2 workers and this run has 1"), std::string::npos) << r.output;
+}
+
+TEST_F(RunTest, ResumeNeverStartsAfreshWithoutMixingCheckpoints) {
+  std::string recipe = write_recipe("never");
+  ASSERT_EQ(bagua_run(recipe).exit_code, 0);  // leaves step-16 and step-24 (keep 2)
+  RunOutcome r = bagua_run(recipe + " --set checkpoint.resume=never --set train.max_steps=8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("moved the earlier run's checkpoints to"), std::string::npos) << r.output;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_ / "never" / "checkpoints")) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"step-00000008"}) << "only the new run's checkpoint";
+}
+
+TEST_F(RunTest, PythonExportedCnnWithBatchNormAndAnIgnoredParameterTrainsAndLoadsInPython) {
+  std::string recipe = write_recipe("bn", "", "tests/fixtures/models/bn_cnn.pt");
+  RunOutcome r = bagua_run(recipe + " --set 'model.ignore_params=[head.bias]' --set train.max_steps=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path model = dir_ / "bn" / "model.pt";
+  std::string py = "/usr/bin/python3 -c \"import torch; m = torch.jit.load('" + model.string() +
+                   "'); m.eval(); y = m(torch.zeros(3, 784)); "
+                   "print('shape', tuple(y.shape)); print('bn_mean_moved', bool(m.bn.running_mean.abs().sum() > 0))\"";
+  FILE* p = popen(py.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512];
+  std::string text;
+  while (fgets(buf, sizeof(buf), p)) text += buf;
+  EXPECT_EQ(pclose(p), 0) << text;
+  EXPECT_NE(text.find("shape (3, 10)"), std::string::npos) << text;
+  EXPECT_NE(text.find("bn_mean_moved True"), std::string::npos) << text;
+}
+
+// Each rank's BatchNorm running statistics see only its own batches. The
+// run's evaluation (each rank evaluating its share) and model.pt must use
+// the same statistics: the ranks' average. So evaluating model.pt alone on
+// the whole eval set gives the loss the run reported.
+TEST_F(RunTest, BatchNormStatisticsAreTheSameInTheRunsEvaluationAndInModelPt) {
+  std::string recipe = write_recipe("bnsync", "", "tests/fixtures/models/bn_cnn.pt");
+  RunOutcome r = bagua_run(recipe + " --set train.max_steps=16 --set 'data.eval={format: idx, images: " + kFmnist +
+                           "t10k-images-idx3-ubyte.gz, labels: " + kFmnist + "t10k-labels-idx1-ubyte.gz}'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double reported = -1;
+  for (const auto& j : metrics(dir_ / "bnsync" / "metrics.jsonl")) {
+    if (j.contains("eval_loss")) reported = j["eval_loss"];
+  }
+  ASSERT_GT(reported, 0);
+
+  torch::NoGradGuard no_grad;
+  torch::jit::Module m = torch::jit::load((dir_ / "bnsync" / "model.pt").string());
+  m.eval();
+  bagua::DataSource eval;
+  eval.images = kFmnist + "t10k-images-idx3-ubyte.gz";
+  eval.labels = kFmnist + "t10k-labels-idx1-ubyte.gz";
+  auto data = bagua::load_dataset(eval, bagua::TargetKind::kClassIndex);
+  double loss_sum = 0;
+  for (int64_t start = 0; start < data->size(); start += 500) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(data->size(), start + 500); ++i) idx.push_back(i);
+    bagua::Batch b = data->get_batch(idx);
+    at::Tensor out = m.forward({b.input}).toTensor();
+    loss_sum += torch::nn::functional::cross_entropy(out, b.target).item<double>() * static_cast<double>(idx.size());
+  }
+  const double alone = loss_sum / static_cast<double>(data->size());
+  EXPECT_NEAR(alone, reported, 1e-5 * reported) << "model.pt's statistics are not the ones the run evaluated with";
+}
+
+TEST_F(RunTest, RunsAsASingleWorkerWhenTorchrunVariablesAreSet) {
+  std::string recipe = write_recipe("worker");
+  auto results = run_as_two_torchrun_workers(dir_, recipe, [](int) { return std::string(); });
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("2 workers"), std::string::npos) << results[0].output;
+  EXPECT_TRUE(fs::exists(dir_ / "worker" / "model.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "worker" / "logs")) << "no launcher: no per-rank logs";
+}
+
+TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {
+  std::string recipe = write_recipe("slurm");
+  int port = bagua::find_free_port();
+  std::vector<std::thread> tasks;
+  RunOutcome results[2];
+  for (int task = 0; task < 2; ++task) {
+    tasks.emplace_back([&, task] {
+      std::string env = "env -u RANK -u WORLD_SIZE SLURM_PROCID=" + std::to_string(task) +
+                        " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(task) +
+                        " SLURM_NODEID=0 SLURM_NNODES=1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1";
+      fs::path out = dir_ / ("task" + std::to_string(task) + ".out");
+      int status = std::system((env + " " + BAGUA_CLI + " run " + recipe + " > " + out.string() + " 2>&1").c_str());
+      results[task].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      results[task].output = slurp(out);
+    });
+  }
+  for (auto& t : tasks) t.join();
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("final weights identical on all 2 workers"), std::string::npos)
+      << results[0].output;
+  EXPECT_TRUE(fs::exists(dir_ / "slurm" / "model.pt"));
+}
+
+TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {
+  std::string recipe = write_recipe("stop");
+  fs::path out = dir_ / "stop.out";
+  std::string cmd = std::string(BAGUA_CLI) + " run " + recipe +
+                    " --set train.max_steps=100000 --set train.log_every_steps=2 > " + out.string() + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until training has logged a few steps, then ask it to stop.
+  fs::path metrics_file = dir_ / "stop" / "metrics.jsonl";
+  for (int i = 0; i < 600 && metrics(metrics_file).size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(metrics(metrics_file).size(), 3u) << slurp(out);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string text = slurp(out);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 130) << text;
+  EXPECT_NE(text.find("stopped by a signal at step"), std::string::npos) << text;
+  auto records = metrics(metrics_file);
+  int64_t logged = records.back()["step"];
+  RunOutcome resumed = bagua_run(recipe + " --set train.max_steps=" + std::to_string(logged + 6) +
+                          " --set train.log_every_steps=2");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+}
+
+// Processes (pid, parent pid) whose command line mentions `needle`.
+std::vector<std::pair<pid_t, pid_t>> processes_mentioning(const std::string& needle) {
+  std::vector<std::pair<pid_t, pid_t>> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = slurp((entry.path() / "cmdline").string());
+    if (cmdline.find(needle) == std::string::npos) continue;
+    std::string stat = slurp((entry.path() / "stat").string());  // pid (comm) state ppid ...
+    pid_t ppid = 0;
+    if (auto close = stat.rfind(')'); close != std::string::npos) {
+      std::istringstream rest(stat.substr(close + 2));
+      char state = 0;
+      rest >> state >> ppid;
+      if (state == 'Z') continue;
+    }
+    found.emplace_back(static_cast<pid_t>(std::stoi(name)), ppid);
+  }
+  return found;
+}
+
+// Starts `bagua run ARGS` in the background; its output goes to `out`.
+pid_t start_bagua_run(const std::string& args, const fs::path& out) {
+  std::string cmd = "exec " + std::string(BAGUA_CLI) + " run " + args + " > " + out.string() + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// One run per output directory: a second is refused, naming the first; and
+// the workers die with their supervisor, even one killed outright.
+TEST_F(RunTest, AnOutputDirectoryHasOneRunAndWorkersDieWithTheirSupervisor) {
+  std::string recipe = write_recipe("locked");
+  const std::string out_dir = (dir_ / "locked").string();
+  pid_t pid = start_bagua_run(recipe + " --set train.max_steps=100000", dir_ / "first.out");
+  fs::path metrics_file = dir_ / "locked" / "metrics.jsonl";
+  for (int i = 0; i < 600 && metrics(metrics_file).size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(metrics(metrics_file).size(), 2u) << slurp(dir_ / "first.out");
+  int workers = 0;
+  for (const auto& [p, parent] : processes_mentioning(recipe)) workers += parent == pid;
+  EXPECT_EQ(workers, 2);
+
+  RunOutcome second = bagua_run(recipe + " --set train.max_steps=100000");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_NE(second.output.find("is in use by another run (bagua run, pid " + std::to_string(pid)), std::string::npos)
+      << second.output;
+
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  auto left = processes_mentioning(recipe);
+  for (int i = 0; i < 50 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_mentioning(recipe);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " worker(s) of a killed `bagua run` still alive after 5 s";
+  for (const auto& [p, parent] : left) kill(p, SIGKILL);
+
+  // The directory is free again: a run starts (and resumes from the first's checkpoint).
+  RunOutcome third = bagua_run(recipe + " --set train.max_steps=2");
+  EXPECT_EQ(third.output.find("in use by another run"), std::string::npos) << third.output;
+}
+
+// distributed.master_port in the recipe is the port used, also on one node:
+// with that port taken, the run fails naming it (before, a free port was
+// silently used instead).
+TEST_F(RunTest, MasterPortFromTheRecipeIsUsedOnOneNode) {
+  int port = bagua::find_free_port();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  std::string recipe = write_recipe("port");
+  RunOutcome r = bagua_run(recipe + " --set distributed.master_port=" + std::to_string(port) +
+                           " --set distributed.timeout_s=20 --set train.max_steps=2");
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("cannot serve the rendezvous on port " + std::to_string(port)), std::string::npos)
+      << r.output;
+}
+
+// model.ignore_params matching every parameter used to crash after training
+// (nothing to compare at the end); it trains, says so and saves a model.
+TEST_F(RunTest, IgnoringEveryParameterTrainsAndSavesAModel) {
+  RunOutcome r = bagua_run(write_recipe("ignore_all") + " --set 'model.ignore_params=[\"*\"]'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("matches every parameter: each worker trained its own model"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(model_parameters(dir_ / "ignore_all" / "model.pt").empty());
+}
+
+// data.sampler.drop_last drops only the tail that does not divide across
+// the workers (PyTorch's DistributedSampler): each worker's last, smaller
+// batch still trains. 60000 samples on 2 workers, batch 7: 4286 steps.
+TEST_F(RunTest, DropLastKeepsEachWorkersLastPartialBatch) {
+  RunOutcome r = bagua_run(write_recipe("drop_last") +
+                           " --set data.batch_size=7 --set data.sampler.drop_last=true --set train.max_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4286 steps per epoch of batch 7"), std::string::npos) << r.output;
+}
+
+// A NaN loss on one rank (injected at step 11) stops the run under the
+// default on_nonfinite: stop, naming step, rank and samples, with exit 4,
+// the earlier checkpoint kept, nothing saved after and no model.pt.
+TEST_F(RunTest, ANonFiniteLossStopsNamingStepRankAndSamples) {
+  RunOutcome r = bagua_run(write_recipe("nan_stop") + " --set distributed.max_restarts=2 --set train.device=cpu",
+                           "BAGUA_NAN_AT_STEP=1:10");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  // Both ranks find the NaN (the averaged gradient); both name rank 1.
+  EXPECT_NE(r.output.find("the training diverged at step 11 (epoch 1): the loss was nan on rank 1, which made"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("The batch of rank 1 held training samples ["), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("on rank 0"), std::string::npos) << r.output;
+  // Those are rank 1's samples of its 11th batch (shuffled, seed 0, batch 16).
+  bagua::DistributedSampler rank1(60000, 2, 1, true, 0, false);
+  const auto batch = bagua::make_batches(rank1.indices(), 16, false).at(10);
+  std::string first = "[" + std::to_string(batch[0]) + ", " + std::to_string(batch[1]) + ", ";
+  EXPECT_NE(r.output.find("held training samples " + first), std::string::npos) << first << "\n" << r.output;
+  EXPECT_NE(r.output.find("not restarting"), std::string::npos) << r.output;
+  const fs::path out = dir_ / "nan_stop";
+  EXPECT_TRUE(fs::exists(out / "checkpoints" / "step-00000008")) << r.output;
+  EXPECT_FALSE(fs::exists(out / "checkpoints" / "step-00000016"));
+  EXPECT_FALSE(fs::exists(out / "model.pt"));
+}
+
+// GPU machines only: on a GPU the verdict is read at log records and
+// checkpoints, so the run stops by the next one (steps 9-12 here, logged
+// every 4), still with exit 4, no later checkpoint and no model.pt.
+TEST_F(RunTest, ANonFiniteLossStopsTheRunOnTheGpuToo) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  RunOutcome r = bagua_run(write_recipe("nan_gpu") + " --set train.device=cuda", "BAGUA_NAN_AT_STEP=1:10");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("between step 9 and step 12"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "nan_gpu" / "checkpoints" / "step-00000008")) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "nan_gpu" / "checkpoints" / "step-00000016"));
+  EXPECT_FALSE(fs::exists(dir_ / "nan_gpu" / "model.pt"));
+}
+
+// Under on_nonfinite: skip_step the same NaN skips that step on both ranks
+// alike: the run ends, the weights are finite and identical, and
+// metrics.jsonl counts the skip.
+TEST_F(RunTest, SkipStepSkipsANonFiniteStepOnEveryRank) {
+  RunOutcome r = bagua_run(write_recipe("nan_skip") + " --set train.on_nonfinite=skip_step", "BAGUA_NAN_AT_STEP=1:10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipped that optimizer step on every worker (1 so far"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("final weights identical on all 2 workers"), std::string::npos) << r.output;
+  auto records = metrics(dir_ / "nan_skip" / "metrics.jsonl");
+  ASSERT_FALSE(records.empty());
+  int64_t skips = -1;
+  for (const auto& j : records) {
+    if (j.contains("nonfinite_skips")) skips = j["nonfinite_skips"];
+    if (j.contains("loss")) {
+      EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << j.dump();
+    }
+  }
+  EXPECT_EQ(skips, 1);
+  for (const auto& p : model_parameters(dir_ / "nan_skip" / "model.pt")) EXPECT_TRUE(p.isfinite().all().item<bool>());
+}
+
+// A resume whose batches would differ from the checkpoint's run (here the
+// batch size and the sampler's seed) is refused, naming each change, unless
+// checkpoint.allow_data_change says so.
+TEST_F(RunTest, AResumeThatWouldChangeTheBatchesIsRefusedNamingTheChanges) {
+  std::string recipe = write_recipe("changed");
+  ASSERT_EQ(bagua_run(recipe + " --set train.max_steps=8").exit_code, 0);
+  const std::string changes = " --set data.batch_size=8 --set data.sampler.seed=5 --set train.max_steps=12";
+  RunOutcome refused = bagua_run(recipe + changes);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("would silently change what the saved position in the epoch means"),
+            std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("data.batch_size: 16 in the checkpoint, 8 now"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("data.sampler.seed: 0 in the checkpoint, 5 now"), std::string::npos) << refused.output;
+  RunOutcome allowed = bagua_run(recipe + changes + " --set checkpoint.allow_data_change=true");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("resumed from"), std::string::npos) << allowed.output;
+}
+
+// JSONL inputs are typed per file: an eval file whose numbers are all whole
+// (read as int64 token ids) used to crash the first evaluation of a model
+// trained on float vectors, an epoch in. Its inputs are now cast to the
+// training set's float32; the reverse is refused before training.
+TEST_F(RunTest, AnIntegerOnlyJsonlEvalFileFeedsAFloatModel) {
+  auto write_jsonl = [&](const fs::path& path, int rows, bool whole) {
+    std::ofstream out(path);
+    for (int r = 0; r < rows; ++r) {
+      out << "{\"x\": [";
+      for (int i = 0; i < 49; ++i) out << (i ? ", " : "") << (whole ? std::to_string((r + i) % 2) : std::to_string(((r * 7 + i) % 10) / 10.0 + 0.05));
+      out << "], \"y\": " << r % 10 << "}\n";
+    }
+  };
+  write_jsonl(dir_ / "train.jsonl", 96, false);
+  write_jsonl(dir_ / "eval.jsonl", 20, true);
+  fs::path recipe = dir_ / "jsonl.yaml";
+  std::ofstream(recipe) << "name: jsonl\n"
+                        << "model: {torchscript: " << kSource << "/recipes/models/mlp49.pt, loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: jsonl, path: " << (dir_ / "train.jsonl").string()
+                        << ", input_field: x, target_field: y}\n"
+                        << "  eval: {format: jsonl, path: " << (dir_ / "eval.jsonl").string()
+                        << ", input_field: x, target_field: y}\n"
+                        << "  batch_size: 16\n"
+                        << "optimizers: [{type: sgd, lr: 0.05}]\n"
+                        << "distributed: {nproc_per_node: 2}\n"
+                        << "output: {dir: " << (dir_ / "jsonl").string() << "}\n";
+  RunOutcome r = bagua_run(recipe.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(inputs cast to Float, as data.train's)"), std::string::npos) << r.output;
+  EXPECT_GE(final_accuracy(dir_ / "jsonl" / "metrics.jsonl"), 0.0) << r.output;
+
+  // The other way round (token ids to train, floats to evaluate): refused up front.
+  RunOutcome reversed = bagua_run(recipe.string() + " --set data.train.path=" + (dir_ / "eval.jsonl").string() +
+                                  " --set data.eval.path=" + (dir_ / "train.jsonl").string() +
+                                  " --set output.dir=" + (dir_ / "reversed").string());
+  EXPECT_EQ(reversed.exit_code, 2) << reversed.output;
+  EXPECT_NE(reversed.output.find("data.eval's inputs are Float but data.train's are Long"), std::string::npos)
+      << reversed.output;
+  EXPECT_FALSE(fs::exists(dir_ / "reversed" / "metrics.jsonl"));
+}
+
+// The README's main job: the quickstart recipe as shipped reaches at least
+// 85% test accuracy within its default epochs.
+TEST_F(RunTest, QuickstartRecipeReaches85PercentTestAccuracy) {
+  RunOutcome r = bagua_run(kSource + "/recipes/fashion-mnist-mlp.yaml --set output.dir=" + (dir_ / "quick").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double accuracy = -1;
+  for (const auto& j : metrics(dir_ / "quick" / "metrics.jsonl")) {
+    if (j.contains("eval_accuracy")) accuracy = j["eval_accuracy"];
+  }
+  EXPECT_GE(accuracy, 0.85) << r.output;
+}
+
+// Bad data fails in the launcher, before any worker starts, naming file and place.
+TEST_F(RunTest, BadDataIsReportedBeforeAnyWorkerStarts) {
+  fs::path csv = dir_ / "ragged.csv";
+  std::ofstream(csv) << "a,b,label\n1,2,0\n3,4\n5,6,1\n";
+  std::string recipe = write_recipe("bad");
+  RunOutcome r = bagua_run(recipe + " --set 'data.train={format: csv, path: " + csv.string() + ", target_column: label}'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("ragged.csv:3"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "logs")) << "no worker may have started";
+}
+
+// data.cache, once refused here, runs now: tests/store/cache_run_test.cpp
+// (an unreachable cache host is a user error before any worker starts).
+
+// A CPU build, or a machine without a GPU: asking for one is a clear user
+// error before any training starts.
+TEST_F(RunTest, DeviceCudaWithoutAGpuIsAClearUserError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible here";
+  RunOutcome r = bagua_run(write_recipe("nogpu") + " --set train.device=cuda");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.device is cuda, but"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "nogpu" / "model.pt"));
+}
+
+TEST_F(RunTest, CpuDeviceWithNcclIsARecipeError) {
+  RunOutcome r = bagua_run(write_recipe("cpunccl") + " --set train.device=cpu --set distributed.backend=nccl");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("backend nccl needs the workers on GPUs"), std::string::npos) << r.output;
+}
+
+// GPU machines only (scripts/gpu-check.sh; CI has no GPU): the quickstart on
+// the GPU, one worker over NCCL and two workers sharing the GPU over Gloo,
+// reaches the CPU run's accuracy, and model.pt loads on the CPU.
+TEST_F(RunTest, QuickstartOnTheGpuOverNcclAndSharedOverGloo) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  for (int nproc : {1, 2}) {
+    fs::path out = dir_ / ("gpu" + std::to_string(nproc));
+    RunOutcome r = bagua_run(kSource + "/recipes/fashion-mnist-mlp.yaml --nproc-per-node " + std::to_string(nproc) +
+                             " --set train.device=cuda --set output.dir=" + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string backend = nproc == 1 ? "nccl" : "gloo";
+    EXPECT_NE(r.output.find("on GPUs (rank 0 on cuda:0) over " + backend), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("final weights identical"), std::string::npos) << r.output;
+    double accuracy = -1;
+    for (const auto& j : metrics(out / "metrics.jsonl")) {
+      if (j.contains("eval_accuracy")) accuracy = j["eval_accuracy"];
+    }
+    EXPECT_GE(accuracy, 0.85) << r.output;
+    for (const auto& p : model_parameters(out / "model.pt")) EXPECT_TRUE(p.is_cpu());
+  }
+}
+
+}  // namespace

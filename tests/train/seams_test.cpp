@@ -1,0 +1,141 @@
+// The trainer's parts, each alone: the stop vote, the non-finite guard and
+// the metrics window, in this process on one rank and as two worker
+// processes over real sockets (seams_scenarios.cpp).
+#include "support/multiprocess.h"
+
+#include "train/seams_support.h"
+
+#include "train/metrics_window.h"
+#include "train/nonfinite_guard.h"
+#include "train/stop_vote.h"
+
+#include <bagua/communication.h>
+#include <bagua/errors.h>
+#include <bagua/system.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace bagua::testing;
+
+// A process group of this process alone.
+void join_alone() {
+  if (bagua::is_initialized()) return;
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(bagua::find_free_port()).c_str(), 1);
+  bagua::init_process_group();
+}
+
+TEST(StopVote, AStopIsReadOneStepAfterItWasAsked) {
+  join_alone();
+  bagua::train::StopVote vote(gloo_twin(), /*synchronous=*/true);
+  EXPECT_FALSE(vote.poll(false));
+  EXPECT_FALSE(vote.poll(true)) << "this step reads the previous step's vote";
+  EXPECT_TRUE(vote.poll(false)) << "the next step reads the stop";
+  EXPECT_FALSE(vote.poll(false));
+  vote.drain(gloo_twin());
+  EXPECT_EQ(vote.votes_cast(), 4);
+}
+
+TEST(StopVote, SignalsSetTheFlagTheVoteCarries) {
+  bagua::train::set_stop_requested_here(false);
+  bagua::train::request_stop_on_signals();
+  EXPECT_FALSE(bagua::train::stop_requested_here());
+  std::raise(SIGTERM);
+  EXPECT_TRUE(bagua::train::stop_requested_here());
+  bagua::train::set_stop_requested_here(false);
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+TEST(StopVote, TwoRanksReadTheSameAnswerAtTheSameStep) {
+  expect_all_checks_passed(run_workers("stop_vote_sync", 2), 2);
+}
+
+TEST(StopVote, AsynchronousRanksNeverWaitForEachOtherAndAgreeAtTheEnd) {
+  expect_all_checks_passed(run_workers("stop_vote_async", 2), 2);
+}
+
+TEST(MetricsWindow, MeanLossRateBytesAndPaddingOfOneWindow) {
+  bagua::train::MetricsWindow window(at::Device(at::kCPU), 1000);
+  EXPECT_EQ(window.steps(), 0);
+  bagua::Batch tokens;
+  tokens.input = torch::zeros({4, 10}, torch::kLong);
+  tokens.padding = 10;  // 10 of the 40 input elements
+  window.add_loss(torch::tensor(2.0f));
+  window.add_step(4, tokens);
+  window.add_step(4, tokens);  // a skipped step: counted, no loss
+  window.add_loss(torch::tensor(4.0f));
+  window.add_step(4, tokens);
+  EXPECT_EQ(window.steps(), 3);
+  EXPECT_DOUBLE_EQ(window.loss_sum().item<double>(), 6.0);
+  const auto f = window.close(1500, nullptr);
+  EXPECT_DOUBLE_EQ(f.mean_loss, 2.0) << "6 over 3 steps";
+  EXPECT_EQ(f.comm_bytes, 500);
+  EXPECT_GT(f.samples_per_s, 0);
+  ASSERT_TRUE(f.padding);
+  EXPECT_DOUBLE_EQ(*f.padding, 0.25);
+  const auto next = window.close(1500, nullptr);
+  EXPECT_EQ(next.comm_bytes, 0);
+  EXPECT_DOUBLE_EQ(next.mean_loss, 0.0);
+  EXPECT_EQ(window.steps(), 0);
+}
+
+TEST(MetricsWindow, TwoRanksSumTheirWindows) { expect_all_checks_passed(run_workers("metrics_window", 2), 2); }
+
+bagua::train::NonFiniteGuard guard(bagua::OnNonFinite mode, std::vector<std::string>* warnings) {
+  join_alone();
+  bagua::train::NonFiniteGuard::Options o;
+  o.mode = mode;
+  o.control = gloo_twin();
+  return bagua::train::NonFiniteGuard(o, [warnings](const std::string& w) { warnings->push_back(w); });
+}
+
+std::vector<int64_t> batch(int) { return {3, 1, 4}; }
+
+TEST(NonFiniteGuard, SkipStepSkipsOnlyNonFiniteStepsAndWarnsOnce) {
+  std::vector<std::string> warnings;
+  auto g = guard(bagua::OnNonFinite::kSkipStep, &warnings);
+  const float inf = std::numeric_limits<float>::infinity();
+  auto finite = param_with_grad(0.5f), infinite = param_with_grad(inf);
+  EXPECT_FALSE(g.check_step(0, 0, torch::tensor(1.0f), finite, finite, batch));
+  EXPECT_TRUE(g.check_step(1, 0, torch::tensor(1.0f), infinite, infinite, batch)) << "an infinite gradient";
+  EXPECT_TRUE(g.check_step(2, 0, torch::tensor(std::nanf("")), finite, finite, batch)) << "a NaN loss";
+  EXPECT_EQ(g.skips(), 2);
+  ASSERT_EQ(warnings.size(), 1u) << "the first skip warns; the next at the 100th";
+  EXPECT_NE(warnings[0].find("step 2:"), std::string::npos) << warnings[0];
+}
+
+TEST(NonFiniteGuard, StopNamesTheStepTheGradientAndTheSamples) {
+  std::vector<std::string> warnings;
+  auto g = guard(bagua::OnNonFinite::kStop, &warnings);
+  auto bad = param_with_grad(std::nanf(""));
+  try {
+    g.check_step(41, 2, torch::tensor(1.0f), bad, {}, batch);
+    FAIL() << "no DivergedError";
+  } catch (const bagua::DivergedError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("diverged at step 42 (epoch 3)"), std::string::npos) << m;
+    EXPECT_NE(m.find("the gradient of layer.weight holds NaN or infinity on rank 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("training samples [3, 1, 4]"), std::string::npos) << m;
+  }
+  EXPECT_NO_THROW(g.check_window(torch::tensor(std::nan("")), 50)) << "the window verdict is for GPUs only";
+}
+
+TEST(NonFiniteGuard, TwoRanksSkipTogether) { expect_all_checks_passed(run_workers("guard_skip", 2), 2); }
+
+TEST(NonFiniteGuard, TwoRanksNameTheRankWhoseLossWasNotFinite) {
+  expect_all_checks_passed(run_workers("guard_stop_names_the_culprit", 2), 2);
+}
+
+}  // namespace
