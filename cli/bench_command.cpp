@@ -8,6 +8,7 @@
 // A worker is this same command with --worker-spec (set by the launcher).
 #include "bench/bench_report.h"
 #include "command.h"
+#include "runtime_commands.h"
 #include "bench/emulated_network.h"
 
 #include <bagua/algorithms/registry.h>
@@ -231,7 +232,7 @@ int launch(const BenchFlags& f) {
 }
 
 const CommandRegistration kBench{
-    "bench", "Measure each algorithm's speed on this model and this network",
+    "bench", runtime_description("bench"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<BenchFlags>();
       sub.add_option("recipe", f->recipe, "Recipe whose model, data, optimizers and batch size to use; "

@@ -1,5 +1,6 @@
 // bagua launch: run a command as the workers of one node, torchrun-style.
 #include "command.h"
+#include "runtime_commands.h"
 
 #include <bagua/launch.h>
 
@@ -62,8 +63,7 @@ CommandRunner setup_launch(CLI::App& sub) {
   };
 }
 
-const CommandRegistration kLaunch{"launch", "Run a command as the workers of this node (like torchrun)",
-                                  setup_launch};
+const CommandRegistration kLaunch{"launch", runtime_description("launch"), setup_launch};
 
 }  // namespace
 }  // namespace bagua::cli

@@ -4,6 +4,7 @@
 // parameters and buckets, the bytes each worker sends for the recipe's
 // algorithm and every other one, memory per worker, and the steps.
 #include "command.h"
+#include "runtime_commands.h"
 
 #include <bagua/plan.h>
 #include <bagua/recipe.h>
@@ -244,7 +245,7 @@ void print_plan(std::ostream& out, const Plan& plan) {
 }
 
 const CommandRegistration kPlan{
-    "plan", "Predict a run: buckets, bytes sent per step for every algorithm, memory, steps",
+    "plan", runtime_description("plan"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<PlanFlags>();
       sub.add_option("recipe", f->recipe, "Recipe file (YAML)")->required();

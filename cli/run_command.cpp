@@ -3,6 +3,7 @@
 // already is a worker (torchrun/Kubernetes or Slurm variables set), one
 // worker (bagua/trainer.h).
 #include "command.h"
+#include "runtime_commands.h"
 
 #include <bagua/errors.h>
 #include <bagua/recipe.h>
@@ -47,7 +48,7 @@ int run_as_agent(const Recipe& recipe, const RunFlags& flags, const std::vector<
 }
 
 const CommandRegistration kRun{
-    "run", "Train from a recipe: launch the workers, or be one",
+    "run", runtime_description("run"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<RunFlags>();
       sub.add_option("recipe", f->recipe, "Recipe file (YAML)")->required();

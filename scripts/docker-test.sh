@@ -129,11 +129,12 @@ uid=$(run --entrypoint id "$image" -u)
 say "ok: runs as uid $uid, not root"
 
 run --entrypoint bash "$image" -c 'set -e; bagua --version; cd /usr/local
-  for f in lib/libbagua.so lib/libbagua_core.so lib/libbagua_common.so include/bagua/communication.h include/bagua/data.h lib/cmake/bagua/baguaConfig.cmake \
+  for f in lib/libbagua.so lib/libbagua_core.so lib/libbagua_common.so lib/libbagua_recipe.so \
+           libexec/bagua/bagua-runtime include/bagua/communication.h include/bagua/data.h lib/cmake/bagua/baguaConfig.cmake \
            lib/cmake/bagua/baguaTargets.cmake share/bagua/schemas/recipe.schema.json share/bagua/recipes/models/mlp.pt; do
     test -s "$f" || { echo "missing /usr/local/$f"; exit 1; }
   done
-  ! ldd bin/bagua lib/libbagua_core.so | grep "not found"
+  ! ldd bin/bagua libexec/bagua/bagua-runtime lib/libbagua_core.so | grep "not found"
   command -v redis-server ip >/dev/null' > /tmp/bagua-docker-files.log 2>&1 \
   || { cat /tmp/bagua-docker-files.log >&2; fail "the image lacks a file or a library"; }
 say "ok: $(head -1 /tmp/bagua-docker-files.log); libraries, headers, CMake package, schema, recipes; every library found; redis-server and ip present"

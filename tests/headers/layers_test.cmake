@@ -1,6 +1,7 @@
 # The layering the build enforces (cmake/BaguaAreas.cmake), checked from
 # outside: run by CTest as
-#   cmake -DCXX=... -DTREES=build/include-trees -DLIBS=build/engine -DEXAMPLES=build/examples -P layers_test.cmake
+#   cmake -DCXX=... -DTREES=build/include-trees -DLIBS=build/engine -DEXAMPLES=build/examples
+#         -DCLI=build/cli/bagua -P layers_test.cmake
 #
 # 1. An area's include path holds only itself and the areas below it: the
 #    recipe area sees bagua/recipe.h but not bagua/data.h (data is not
@@ -8,6 +9,8 @@
 # 2. libbagua_core.so (the collectives, with_bagua, the algorithms, the
 #    optimizers) needs LibTorch and nothing of the launcher's: no yaml-cpp,
 #    hiredis, protobuf, and not libbagua.so; the examples need only it.
+# 3. The `bagua` executable (validate, schema, report) loads no LibTorch:
+#    nothing of ldd's list is torch or c10.
 set(work ${CMAKE_CURRENT_BINARY_DIR}/layers-test)
 file(MAKE_DIRECTORY ${work})
 
@@ -71,6 +74,15 @@ foreach(example with_bagua collectives)
     list(APPEND failures "examples/${example} should need libbagua_core.so and not libbagua.so: ${e}")
   endif()
 endforeach()
+
+execute_process(COMMAND ldd ${CLI} OUTPUT_VARIABLE loaded RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  list(APPEND failures "ldd ${CLI} failed")
+elseif(loaded MATCHES "torch|c10|libbagua\\.so|libbagua_core")
+  list(APPEND failures "the bagua command loads LibTorch (or a library that does):\n${loaded}")
+elseif(NOT loaded MATCHES "libbagua_recipe.so")
+  list(APPEND failures "the bagua command does not load libbagua_recipe.so?\n${loaded}")
+endif()
 
 if(failures)
   string(REPLACE ";" "\n  " text "${failures}")
