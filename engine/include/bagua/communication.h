@@ -64,7 +64,11 @@ struct InitOptions {
 
 // Handle of an asynchronous collective. wait() blocks until it is done and
 // the result is in the tensor (it rethrows a failure as CommError); calling
-// it again is a no-op. A Work that is destroyed without wait() waits.
+// it again is a no-op. A Work that is destroyed without wait() waits. On an
+// NCCL group, as in PyTorch, "done" is in stream order: wait() makes the
+// current CUDA stream wait for the collective and returns without blocking
+// the host, so work queued after it (and any read of the tensor, which
+// synchronises) sees the result.
 class Work {
  public:
   Work();

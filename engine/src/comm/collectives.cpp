@@ -70,7 +70,7 @@ struct Call {
   double share() const { return size() > 1 ? static_cast<double>(size() - 1) / size() : 0.0; }
 
   Work work(std::vector<comm::C10dWorkPtr> works, std::function<void()> finish) const {
-    return comm::make_work(std::move(works), std::move(finish), what, timeout());
+    return comm::make_work(std::move(works), std::move(finish), what, timeout(), nccl());
   }
 };
 

@@ -33,7 +33,15 @@ void Work::wait() {
   if (!state_ || state_->done) return;
   state_->done = true;
   try {
-    for (auto& w : state_->works) w->wait(state_->timeout);
+    for (auto& w : state_->works) {
+      // (c10d blocks the host until a work completes when wait() is given
+      // a timeout, NCCL's included.)
+      if (state_->stream_ordered) {
+        w->wait();
+      } else {
+        w->wait(state_->timeout);
+      }
+    }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -52,8 +60,9 @@ bool Work::is_completed() {
 
 namespace comm {
 Work make_work(std::vector<C10dWorkPtr> works, std::function<void()> finish, std::string what,
-               std::chrono::milliseconds timeout) {
+               std::chrono::milliseconds timeout, bool stream_ordered) {
   auto state = std::make_unique<Work::State>();
+  state->stream_ordered = stream_ordered;
   state->works = std::move(works);
   state->finish = std::move(finish);
   state->what = std::move(what);
