@@ -3,6 +3,7 @@
 #include <bagua/errors.h>
 
 #include "common/libtorch_compat.h"
+#include "train/crc32.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize.h>
@@ -56,7 +57,7 @@ class CheckedFile {
     if (fd_ >= 0) ::close(fd_);
   }
   void write(const void* data, size_t n) {
-    crc_ = ::crc32(crc_, static_cast<const Bytef*>(data), static_cast<uInt>(n));
+    crc_ = crc32_update(crc_, data, n);  // in pieces: a tensor record may pass 4 GiB
     sum_.bytes += n;
     const char* p = static_cast<const char*>(data);
     while (error_ == 0 && n > 0) {
@@ -75,7 +76,7 @@ class CheckedFile {
     if (::close(fd_) != 0 && error_ == 0) error_ = errno;
     fd_ = -1;
     if (error_ != 0) throw Error("cannot write " + path_.string() + ": " + errno_text(error_));
-    sum_.crc = static_cast<uint32_t>(crc_);
+    sum_.crc = crc_;
     return sum_;
   }
 
@@ -83,7 +84,7 @@ class CheckedFile {
   fs::path path_;
   int fd_ = -1;
   int error_ = 0;
-  uLong crc_ = ::crc32(0L, Z_NULL, 0);
+  uint32_t crc_ = crc32_initial();
   FileSum sum_;
 };
 
@@ -332,9 +333,19 @@ void save_checkpoint(const SaveCheckpointOptions& options) {
       if (tuned_bucket_bytes > 0) meta["tuned_bucket_bytes"] = tuned_bucket_bytes;
       write_text(tmp / "meta.json", meta.dump(2) + "\n");
       fsync_path(tmp);
-      bagua::compat::remove_all(final_dir);
+      // A checkpoint of this step already there (a run that resumed behind
+      // it) is moved aside, not removed, before the new one takes its name:
+      // at every moment one complete copy exists under a name a resume
+      // recovers (recover_interrupted_renames()).
+      const fs::path old = fs::path(dir) / ("." + step_name(pos.step) + ".old");
+      const bool replacing = fs::exists(final_dir);
+      if (replacing) {
+        bagua::compat::remove_all(old);
+        fs::rename(final_dir, old);
+      }
       fs::rename(tmp, final_dir);
       fsync_path(dir);
+      if (replacing) bagua::compat::remove_all(old);
     } catch (const std::exception& e) {
       leader_error = e.what();
     }
@@ -368,7 +379,19 @@ namespace {
 // size and CRC-32 (checkpoints from before the sums only need meta.json and
 // model.pt). A listed rank-R.pt may be missing: on machines that do not
 // share rank 0's filesystem only its own node's are there.
+std::string checkpoint_problem_unguarded(const fs::path& where, std::string& meta_text);
+
+// (A meta.json of the right JSON but the wrong shape is a damaged
+// checkpoint too, not a crash of the resume.)
 std::string checkpoint_problem(const fs::path& where, std::string& meta_text) {
+  try {
+    return checkpoint_problem_unguarded(where, meta_text);
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("meta.json is malformed (") + e.what() + ")";
+  }
+}
+
+std::string checkpoint_problem_unguarded(const fs::path& where, std::string& meta_text) {
   std::ifstream in(where / "meta.json");
   if (!in) return "meta.json cannot be read";
   std::stringstream text;
@@ -394,6 +417,11 @@ std::string checkpoint_problem(const fs::path& where, std::string& meta_text) {
       return it.key() + " is missing";
     }
     const auto& want = it.value();
+    if (!want.is_object()) return "meta.json's entry for " + it.key() + " is not an object";
+    if (!want.contains("bytes") || !want["bytes"].is_number_unsigned()) {
+      return "meta.json gives no byte count for " + it.key();
+    }
+    if (!want.contains("crc32") || !want["crc32"].is_string()) return "meta.json gives no CRC-32 for " + it.key();
     FileSum got;
     try {
       got = file_sum(file);
@@ -410,19 +438,40 @@ std::string checkpoint_problem(const fs::path& where, std::string& meta_text) {
   return "";
 }
 
-// Partial checkpoints (.step-N.tmp) a run stopped while writing: no one
-// resumes from them, and this run holds the output directory's lock.
-void remove_stale_temporaries(const std::string& dir) {
+// What a run stopped while saving left behind: .step-N.tmp, complete (its
+// meta.json, written last, verifies) when only the final rename was
+// missing, else partial; .step-N.old, the copy a re-save of step N moved
+// aside. A complete one whose step has no checkpoint becomes it (the .tmp,
+// newer, first); the rest is removed. This run holds the output directory's
+// lock, so nothing else is writing here.
+void recover_interrupted_saves(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
-  static const std::regex name("\\.step-[0-9]+\\.tmp");
-  std::vector<fs::path> stale;
+  static const std::regex name("\\.(step-[0-9]+)\\.(tmp|old)");
+  std::vector<std::pair<fs::path, std::string>> tmps, olds;  // path, step-N
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (std::regex_match(entry.path().filename().string(), name)) stale.push_back(entry.path());
+    std::smatch m;
+    const std::string file = entry.path().filename().string();
+    if (!std::regex_match(file, m, name)) continue;
+    (m[2] == "tmp" ? tmps : olds).emplace_back(entry.path(), m[1]);
   }
-  for (const auto& path : stale) {
-    bagua::compat::remove_all(path, ec);
-    std::fprintf(stderr, "removed %s, a checkpoint a stopped run did not finish writing\n", path.c_str());
+  for (const auto* list : {&tmps, &olds}) {
+    for (const auto& [path, step] : *list) {
+      const fs::path final_dir = fs::path(dir) / step;
+      std::string meta_text;
+      if (!fs::exists(final_dir) && checkpoint_problem(path, meta_text).empty()) {
+        fs::rename(path, final_dir, ec);
+        if (!ec) {
+          std::fprintf(stderr, "recovered %s from %s, which a stopped run had written completely\n",
+                       final_dir.c_str(), path.filename().c_str());
+          continue;
+        }
+      }
+      bagua::compat::remove_all(path, ec);
+      std::fprintf(stderr, "removed %s, %s\n", path.c_str(),
+                   list == &tmps ? "a checkpoint a stopped run did not finish writing"
+                                 : "the earlier copy of a checkpoint that was saved again");
+    }
   }
 }
 
@@ -439,7 +488,7 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
   std::string decision = "{}";
   if (group->rank() == 0) {
     nlohmann::json d = nlohmann::json::object();
-    remove_stale_temporaries(dir);
+    recover_interrupted_saves(dir);
     if (!path.empty()) {
       std::string meta_text;
       std::string problem = checkpoint_problem(path, meta_text);

@@ -11,9 +11,10 @@
 //   recipe.resolved.yaml the recipe that ran
 //   meta.json also lists every file with its size and CRC-32 ("files").
 // Written by all ranks into a hidden temporary directory that rank 0 renames
-// once complete, so a crash mid-write never leaves a corrupt latest
-// checkpoint; every write is checked and synced, and a failed one fails the
-// save on every rank alike. Only the `keep` newest up to the one written
+// once complete (a step saved again moves its earlier copy aside first), so
+// a crash mid-write never leaves a corrupt latest checkpoint nor loses one;
+// every write is checked and synced, and a failed one fails the save on
+// every rank alike. Only the `keep` newest up to the one written
 // are kept; newer ones are never pruned. A resume verifies the files.
 #pragma once
 
@@ -89,7 +90,9 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                      const RankState& rank);
 
-// Collective. Rank 0 removes stale .step-N.tmp directories and chooses the
+// Collective. Rank 0 first finishes what a stopped save left (a complete
+// .step-N.tmp or .step-N.old whose step has no checkpoint becomes it; the
+// rest is removed), then chooses the
 // checkpoint (`path`, or the newest intact one under `dir` when path is
 // empty, renaming damaged newer ones to step-N.damaged with a warning) and
 // tells the others; a damaged `path`, or no intact one, throws a user
