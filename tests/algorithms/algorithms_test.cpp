@@ -35,7 +35,7 @@ TEST(QAdam, WarmUpIsBitwiseAdamWithGradientAllReduce) {
   expect_all_checks_passed(run_workers("qadam_warmup_is_adam", 2), 2);
 }
 
-TEST(ByteGrad, NonFiniteGradientsStopWithTheRankNamed) {
+TEST(ByteGrad, NonFiniteGradientsArriveAsNaNOnEveryRankAndTheNextStepIsOrdinary) {
   expect_all_checks_passed(run_workers("bytegrad_nan", 2), 2);
 }
 

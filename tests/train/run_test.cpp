@@ -435,6 +435,29 @@ TEST_F(RunTest, ANonFiniteLossStopsNamingStepRankAndSamples) {
   EXPECT_FALSE(fs::exists(out / "model.pt"));
 }
 
+// The compressed algorithms keep the same contract: a NaN on rank 1 (of 4,
+// two simulated nodes' worth on one, hierarchical) stops with exit 4 naming
+// rank 1, not the node leader that sent the compressed chunk, and
+// skip_step skips the step on every rank and finishes.
+TEST_F(RunTest, ByteGradAndQAdamStopOrSkipANonFiniteStepAsGradientAllReduceDoes) {
+  const std::string four = " --set distributed.nproc_per_node=4 --set train.device=cpu --set train.max_steps=12";
+  RunOutcome stop = bagua_run(write_recipe("bytegrad_nan_stop") + four + " --set algorithm.name=bytegrad"
+                                  " --set algorithm.hierarchical=false",
+                              "BAGUA_NAN_AT_STEP=1:6");
+  EXPECT_EQ(stop.exit_code, 4) << stop.output;
+  EXPECT_NE(stop.output.find("the loss was nan on rank 1, which made every rank's averaged gradient non-finite"),
+            std::string::npos) << stop.output;
+  RunOutcome skip = bagua_run(write_recipe("qadam_nan_skip") + four +
+                                  " --set algorithm.name=qadam"
+                                  " --set 'optimizers=[{type: qadam, lr: 0.001, warmup_steps: 3}]'"
+                                  " --set train.on_nonfinite=skip_step",
+                              "BAGUA_NAN_AT_STEP=1:8");
+  ASSERT_EQ(skip.exit_code, 0) << skip.output;
+  EXPECT_NE(skip.output.find("skipped that optimizer step on every worker (1 so far"), std::string::npos)
+      << skip.output;
+  EXPECT_NE(skip.output.find("final weights identical on all 4 workers"), std::string::npos) << skip.output;
+}
+
 // GPU machines only: on a GPU the verdict is read at log records and
 // checkpoints, so the run stops by the next one (steps 9-12 here, logged
 // every 4), still with exit 4, no later checkpoint and no model.pt.
@@ -472,6 +495,18 @@ TEST_F(RunTest, SkipStepSkipsANonFiniteStepOnEveryRank) {
 // A resume whose batches would differ from the checkpoint's run (here the
 // batch size and the sampler's seed) is refused, naming each change, unless
 // checkpoint.allow_data_change says so.
+// async ranks decide alone whether to skip: the skipped step must still
+// end the step the averaging thread waits for, or the run hangs.
+TEST_F(RunTest, AsyncSkipsANonFiniteStepWithoutHanging) {
+  RunOutcome r = bagua_run(write_recipe("async_skip") +
+                               " --set train.on_nonfinite=skip_step --set algorithm.name=async"
+                               " --set algorithm.sync_interval_ms=5 --set distributed.timeout_s=60",
+                           "BAGUA_NAN_AT_STEP=1:10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("done: 24 steps"), std::string::npos) << r.output;
+  for (const auto& p : model_parameters(dir_ / "async_skip" / "model.pt")) EXPECT_TRUE(p.isfinite().all().item<bool>());
+}
+
 TEST_F(RunTest, AResumeThatWouldChangeTheBatchesIsRefusedNamingTheChanges) {
   std::string recipe = write_recipe("changed");
   ASSERT_EQ(bagua_run(recipe + " --set train.max_steps=8").exit_code, 0);

@@ -17,8 +17,9 @@
 // Non-finite input: a chunk holding a NaN or an infinity is marked, not
 // quantised: its header's min and max are NaN, its bytes zero, and it
 // decompresses to NaNs. first_non_finite_chunk() finds such chunks from the
-// headers alone, so a caller can stop with a clear error instead of
-// averaging NaNs into a model (ByteGrad does).
+// headers alone. ByteGrad and QAdam pass marked chunks on, so a NaN on one
+// rank arrives as NaN on every rank alike, and `bagua run`'s
+// train.on_nonfinite names the rank and stops, or skips the step.
 //
 // Layout of the compressed bytes: chunk c starts at c * chunk_stride(n,
 // chunks) and holds a 32-byte header (min and max as float32, then zeros)

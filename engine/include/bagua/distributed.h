@@ -73,6 +73,10 @@ struct WithBaguaOptions {
   // (low_precision_decentralized, async): with_bagua refuses them.
   bool autotune_buckets = false;
   int autotune_steps_per_size = 3;
+  // The caller may call skip_step() instead of step() (a non-finite step
+  // skipped): algorithms whose backward changes state (QAdam's momentum)
+  // then keep a copy to put back. Costs a copy of that state per step.
+  bool may_skip_steps = false;
 };
 
 // What bucket autotune tried and chose (same on every rank).
@@ -145,6 +149,11 @@ class BaguaModule {
 
   // Steps every optimizer, then runs the algorithm's post-step hook.
   void step();
+  // In place of step() when this iteration's optimizer step is skipped (a
+  // NaN loss, say): no optimizer steps, and the algorithm ends the
+  // iteration (AlgorithmImpl::on_step_skipped). Call one of the two after
+  // every backward.
+  void skip_step();
   // Zeroes every optimizer's gradients.
   void zero_grad();
 

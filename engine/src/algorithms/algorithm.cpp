@@ -43,6 +43,7 @@ void AlgorithmImpl::run_bucket(AlgorithmContext&, Bucket&) {}
 void AlgorithmImpl::on_forward_pre(AlgorithmContext&) {}
 void AlgorithmImpl::on_post_backward(AlgorithmContext& ctx) { ctx.wait_for_buckets(); }
 void AlgorithmImpl::on_post_step(AlgorithmContext&) {}
+void AlgorithmImpl::on_step_skipped(AlgorithmContext&) {}
 void AlgorithmImpl::on_shutdown(AlgorithmContext&) {}
 void AlgorithmImpl::pause_background(AlgorithmContext&) {}
 void AlgorithmImpl::resume_background(AlgorithmContext&) {}

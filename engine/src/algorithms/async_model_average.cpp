@@ -67,12 +67,10 @@ class AsyncImpl : public AlgorithmImpl {
     training_ = true;
   }
 
-  void on_post_step(AlgorithmContext&) override {
-    if (!async_phase_) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    training_ = false;
-    idle_.notify_all();
-  }
+  void on_post_step(AlgorithmContext&) override { end_training_step(); }
+  // A skipped step ends the step too: else the averaging thread would wait
+  // for it forever (in claim_weights()).
+  void on_step_skipped(AlgorithmContext&) override { end_training_step(); }
 
   // The warm-up's gradients and the background averaging's weights.
   int64_t bytes_sent() const override { return comm_->bytes_sent() + averaging_group_->bytes_sent(); }
@@ -94,9 +92,22 @@ class AsyncImpl : public AlgorithmImpl {
     thread_ = std::thread([this, &ctx] { loop(ctx); });
   }
 
+  void end_training_step() {
+    if (!async_phase_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    training_ = false;
+    idle_.notify_all();
+  }
+
   // Returns once every rank has asked to stop (the thread's agreement).
+  // Called by the training thread between steps, so no step holds the
+  // weights.
   void stop() {
     if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      training_ = false;
+    }
     request_abort();
     thread_.join();
   }

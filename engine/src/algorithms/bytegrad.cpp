@@ -28,6 +28,7 @@ class ByteGradImpl : public AlgorithmImpl {
                                           "bytegrad, bucket " + bucket.name() + " at step " +
                                               std::to_string(ctx.step_counter()),
                                           &workspaces_[bucket.name()]);
+    algorithms::zero_padding(flat, bucket);  // a NaN chunk reaches it too; flat()'s padding must stay zero
     bucket.write_back(flat);
   }
 

@@ -36,13 +36,12 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
   MinMaxUInt8::compress(flat, packed, n);
   at::Tensor& received = buffer(ws.received, n * stride, byte_opts);
   alltoall(packed, received, group);
-  const int64_t bad = MinMaxUInt8::first_non_finite_chunk(received, numel, n);
-  if (bad >= 0) {
-    throw Error(what + ": rank " + std::to_string(group->ranks()[bad]) + " sent NaN or infinite values (chunk " +
-                    std::to_string(r) + "); the training has diverged or its data holds non-finite values, and "
-                    "averaging them would poison every model",
-                true);
-  }
+  // A chunk holding NaN or infinity was marked by its sender and
+  // decompresses to NaN: it goes on through the share and the allgather, so
+  // every rank ends with NaN in that chunk, alike. Whether that stops the
+  // training, skips the step (train.on_nonfinite) or is the caller's to see
+  // is decided above this layer, on every rank the same way; refusing here
+  // would stop only the ranks that received a marked chunk, mid-protocol.
 
   // 3. This rank's share: the n versions of chunk r, added in rank order.
   const int64_t mine_len = len_of(r);
@@ -72,6 +71,11 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
     MinMaxUInt8::decompress(gathered.narrow(0, i * stride, slot_bytes(i)), dst, 1);
   }
   if (!out.is_same(flat)) flat.copy_(out.view(flat.sizes()));
+}
+
+void zero_padding(at::Tensor& flat, const Bucket& bucket) {
+  const int64_t padding = bucket.padded_numel() - bucket.numel();
+  if (padding > 0) flat.view({-1}).narrow(0, bucket.numel(), padding).zero_();
 }
 
 void centralized_low_precision(at::Tensor& flat, const ProcessGroupPtr& group, bool hierarchical, bool average,

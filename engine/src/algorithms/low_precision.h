@@ -4,6 +4,7 @@
 // MinMaxUInt8 byte.
 #pragma once
 
+#include <bagua/bucket.h>
 #include <bagua/communication.h>
 
 #include <ATen/core/Tensor.h>
@@ -37,6 +38,11 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
 // `hierarchical`: full-precision reduce (AVG or SUM) to each node's leader,
 // compressed_allreduce() among the node leaders (so `average` divides by the
 // number of nodes there), broadcast from the leader within the node.
+// Zeroes the padding of a bucket's flat tensor (the elements past its
+// tensors' own): the compressed exchange writes its chunks whole, a chunk
+// that held NaN as NaN, padding included.
+void zero_padding(at::Tensor& flat, const Bucket& bucket);
+
 void centralized_low_precision(at::Tensor& flat, const ProcessGroupPtr& group, bool hierarchical, bool average,
                                const std::string& what, LowPrecisionWorkspace* workspace = nullptr);
 

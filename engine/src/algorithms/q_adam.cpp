@@ -191,6 +191,14 @@ class QAdamImpl : public AlgorithmImpl {
     return options;
   }
 
+  // The step's momentum update is undone: m as it was before backward
+  // (the buckets are done when the step is skipped).
+  void on_step_skipped(AlgorithmContext&) override {
+    if (!momentum_phase_) return;
+    at::NoGradGuard no_grad;
+    for (auto& [name, kept] : kept_momentum_) optimizer_->state_of(params_.at(name)).exp_avg().copy_(kept);
+  }
+
   void run_bucket(AlgorithmContext& ctx, Bucket& bucket) override {
     if (!momentum_phase_) {  // warm-up: the exact average of the gradients
       at::Tensor flat = bucket.flat();
@@ -204,6 +212,11 @@ class QAdamImpl : public AlgorithmImpl {
       const double beta1 = optimizer_->beta1();
       for (const auto& t : bucket.tensors()) {
         at::Tensor m = t.get();
+        if (ctx.may_skip_steps()) {  // kept to be put back if this step is skipped
+          at::Tensor& kept = kept_momentum_[t.name];
+          if (!kept.defined() || !kept.is_same_size(m)) kept = at::empty_like(m);
+          kept.copy_(m);
+        }
         m.mul_(beta1).add_(params_.at(t.name).grad(), 1 - beta1);
       }
     }
@@ -212,6 +225,7 @@ class QAdamImpl : public AlgorithmImpl {
                                           "qadam, bucket " + bucket.name() + " at step " +
                                               std::to_string(ctx.step_counter()),
                                           &workspaces_[bucket.name()]);
+    algorithms::zero_padding(flat, bucket);  // a NaN chunk reaches it too; flat()'s padding must stay zero
     bucket.write_back(flat);
   }
 
@@ -221,6 +235,7 @@ class QAdamImpl : public AlgorithmImpl {
   bool momentum_phase_ = false;
   std::map<std::string, at::Tensor> params_;  // by name, for the momentum phase
   std::map<std::string, algorithms::LowPrecisionWorkspace> workspaces_;  // by bucket; comm thread only
+  std::map<std::string, at::Tensor> kept_momentum_;  // by parameter: m before this step (may_skip_steps)
 };
 
 }  // namespace

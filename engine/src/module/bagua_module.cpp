@@ -77,6 +77,7 @@ class BaguaModule::Context : public AlgorithmContext {
   const ProcessGroupPtr& process_group() const override { return m_.group_; }
   int64_t bucket_bytes() const override { return m_.options_.bucket_bytes; }
   bool do_flatten() const override { return m_.options_.do_flatten; }
+  bool may_skip_steps() const override { return m_.options_.may_skip_steps; }
 
  private:
   BaguaModule& m_;
@@ -379,6 +380,8 @@ void BaguaModule::step() {
   for (auto& opt : optimizers_) opt->step();
   impl_->on_post_step(*context_);
 }
+
+void BaguaModule::skip_step() { impl_->on_step_skipped(*context_); }
 
 void BaguaModule::zero_grad() {
   for (auto& opt : optimizers_) {

@@ -204,6 +204,7 @@ void Worker::wrap() {
   }
   wopts.parameters_to_ignore = recipe_.model.ignore_params;
   wopts.step_counter = pos_.step;  // one forward per optimizer step: a resumed run continues the count
+  wopts.may_skip_steps = recipe_.train.on_nonfinite == OnNonFinite::kSkipStep;
   AlgorithmBuildContext context;
   context.optimizers = built_.optimizers;
   ddp_ = with_bagua(module_, built_.optimizers, make_algorithm(recipe_.algorithm.name, recipe_.algorithm.kwargs, context),
@@ -339,7 +340,11 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   const bool skip = guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
     return rank == env_.rank ? samples : sampler_->batches(epoch, rank).at(b);
   });
-  if (!skip) ddp_->step();
+  if (skip) {
+    ddp_->skip_step();
+  } else {
+    ddp_->step();
+  }
   ++pos_.step;
   progress_->step(pos_.step);
   phase(train::Phase::kCoordination, "metrics");

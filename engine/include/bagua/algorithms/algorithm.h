@@ -24,7 +24,10 @@
 //                             run_bucket() does the bucket's work.
 //     on_post_backward()      at the end of backward (default: waits for
 //                             every launched bucket)
-//     on_post_step()          after the optimizers stepped
+//     on_post_step()          after the optimizers stepped, or
+//     on_step_skipped()       instead, when the caller skips the optimizer
+//                             step (BaguaModule::skip_step(): a NaN under
+//                             train.on_nonfinite: skip_step)
 //   on_shutdown()   before the module (or this algorithm, on a switch) is
 //                   torn down: stop background work here.
 #pragma once
@@ -85,6 +88,10 @@ class AlgorithmContext {
   // with_bagua's bucket size (bytes) and flattening.
   virtual int64_t bucket_bytes() const = 0;
   virtual bool do_flatten() const = 0;
+  // The caller may skip optimizer steps (BaguaModule::skip_step()): an
+  // algorithm that changes state during backward keeps what it needs to
+  // undo that (WithBaguaOptions::may_skip_steps). Default false.
+  virtual bool may_skip_steps() const { return false; }
 };
 
 class AlgorithmImpl {
@@ -136,6 +143,10 @@ class AlgorithmImpl {
   virtual void on_forward_pre(AlgorithmContext& ctx);
   virtual void on_post_backward(AlgorithmContext& ctx);
   virtual void on_post_step(AlgorithmContext& ctx);
+  // In place of on_post_step() when this iteration's optimizer step is
+  // skipped: whatever on_forward_pre() began must end here too (async's
+  // hold on the weights). Default: nothing.
+  virtual void on_step_skipped(AlgorithmContext& ctx);
   // Before teardown: stop background work. Default: nothing.
   virtual void on_shutdown(AlgorithmContext& ctx);
 
