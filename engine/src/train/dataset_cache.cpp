@@ -3,7 +3,12 @@
 #include <bagua/errors.h>
 #include <bagua/redis_server.h>
 
+#include "train/crc32.h"
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <vector>
 
 namespace bagua::train {
 namespace {
@@ -50,12 +55,38 @@ CacheOptions cache_options_for(const CacheSpec& spec) {
   return options;
 }
 
+std::string source_identity(const DataSource& source) {
+  std::string id;
+  for (const std::string* path : {&source.images, &source.labels, &source.path}) {
+    if (path->empty()) continue;
+    id += *path + " ";
+    std::ifstream in(*path, std::ios::binary);
+    if (!in) {
+      id += "unreadable\n";  // the data set's own load says why
+      continue;
+    }
+    std::vector<char> buffer(1 << 20);
+    uint64_t bytes = 0;
+    uint32_t crc = crc32_initial();
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      const auto n = static_cast<size_t>(in.gcount());
+      crc = crc32_update(crc, buffer.data(), n);
+      bytes += n;
+    }
+    char text[64];
+    std::snprintf(text, sizeof(text), "%llu bytes, crc32 %08x\n", static_cast<unsigned long long>(bytes), crc);
+    id += text;
+  }
+  return id;
+}
+
 std::shared_ptr<Dataset> cache_training_set(const Recipe& recipe, std::shared_ptr<Dataset> train) {
   if (!recipe.data.cache) return train;
   const DataSource& source = recipe.data.train;
   CachedDatasetOptions options;
   options.pad_value = source.pad_value;
-  options.source_identity = source.images + "\n" + source.labels + "\n" + source.path;
+  options.source_identity = source_identity(source);
   return std::make_shared<CachedDataset>(std::move(train), cache_options_for(*recipe.data.cache), options);
 }
 

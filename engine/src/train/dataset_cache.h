@@ -8,6 +8,7 @@
 #include <bagua/recipe.h>
 
 #include <memory>
+#include <string>
 
 namespace bagua::train {
 
@@ -18,6 +19,12 @@ namespace bagua::train {
 // BAGUA_REDIS_PASSWORD. Throws a user Error when hosts is null and no
 // launcher started a server (a torchrun or Slurm worker).
 CacheOptions cache_options_for(const CacheSpec& spec);
+
+// What identifies a data source's contents for the cache: each of its
+// files' path, size and CRC-32 (read once per worker start). Cached
+// samples are tagged with it, so an edited file never meets the entries of
+// its earlier version, even on servers that outlive runs (data.cache.hosts).
+std::string source_identity(const DataSource& source);
 
 // `train` wrapped in a CachedDataset when recipe.data.cache is set, else
 // `train` itself.
