@@ -49,12 +49,23 @@ class Reader {
         return false;
     }
     std::vector<int64_t> sizes(rank);
-    uint64_t elements = 1;
     for (auto& size : sizes) {
       if (!read(size) || size < 0) return false;
+    }
+    // The element count, refused as soon as it passes what the bytes left
+    // can hold (so a product of huge sizes never wraps to a small count).
+    const uint64_t element_bytes = c10::elementSize(scalar_type);
+    const uint64_t most = bytes_.size() / element_bytes;
+    uint64_t elements = 1;
+    for (int64_t size : sizes) {
+      if (size == 0) {
+        elements = 0;
+        break;
+      }
+      if (elements > most / static_cast<uint64_t>(size)) return false;
       elements *= static_cast<uint64_t>(size);
     }
-    const uint64_t nbytes = elements * c10::elementSize(scalar_type);
+    const uint64_t nbytes = elements * element_bytes;
     if (bytes_.size() < nbytes) return false;
     tensor = at::empty(sizes, at::TensorOptions().dtype(scalar_type));
     if (nbytes > 0) std::memcpy(tensor.data_ptr(), bytes_.data(), nbytes);
