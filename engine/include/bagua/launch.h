@@ -18,7 +18,9 @@
 //     instead: a rank that found bad input makes its peers fail too (their
 //     connection to it closes), and which of them exits first is a race.
 //     Once they are all gone, each worker's process group gets a last
-//     SIGKILL, so nothing a stopped worker started outlives run(). After a
+//     SIGKILL, so nothing a stopped worker started outlives run(); workers
+//     are reaped only after it (exits are read with WNOWAIT), so no group
+//     id can have passed to an unrelated process meanwhile. After a
 //     successful run, children a worker left behind are left alone.
 //   - While it runs, SIGINT and SIGTERM to this process stop the workers the
 //     same way and run() returns with interrupted = true. It installs

@@ -75,6 +75,10 @@ void signal_group(pid_t pgid, int signal_number) {
 struct Worker {
   WorkerExit exit;
   bool running = false;
+  // Exited and seen (waitid with WNOWAIT), not yet reaped: while it is a
+  // zombie its pid, and so its process group's id, cannot be reused, so
+  // the final sweep's SIGKILL to the group cannot reach another's.
+  bool zombie = false;
   UniqueFd pipes[2];  // indexed by launch::Stream
   std::unique_ptr<launch::RankOutput> output;
 };
@@ -93,6 +97,19 @@ class SupervisedRun {
       int status;
       while (::waitpid(w.exit.pid, &status, 0) < 0 && errno == EINTR) {
       }
+      w.running = false;
+    }
+    reap_zombies();
+  }
+
+  // Reaps the workers that exited (after the final sweep, if any).
+  void reap_zombies() {
+    for (auto& w : workers_) {
+      if (!w.zombie) continue;
+      int status;
+      while (::waitpid(w.exit.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      w.zombie = false;
     }
   }
 
@@ -274,17 +291,22 @@ class SupervisedRun {
   void reap() {
     for (auto& w : workers_) {
       if (!w.running) continue;
-      int status = 0;
-      pid_t r = ::waitpid(w.exit.pid, &status, WNOHANG);
-      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      // Seen but left a zombie (WNOWAIT), reaped after the final sweep.
+      siginfo_t info{};
+      int r = ::waitid(P_PID, static_cast<id_t>(w.exit.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0 && info.si_pid == 0) continue;  // still running
       w.running = false;
       if (r < 0) {  // ECHILD: someone else reaped it; we cannot know how it ended
         w.exit.status = -1;
-      } else if (WIFSIGNALED(status)) {
-        w.exit.signaled = true;
-        w.exit.status = WTERMSIG(status);
       } else {
-        w.exit.status = WEXITSTATUS(status);
+        w.zombie = true;
+        if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
+          w.exit.signaled = true;
+          w.exit.status = info.si_status;
+        } else {
+          w.exit.status = info.si_status;
+        }
       }
       if (first_failure_ && is_cause(w.exit) && !first_failure_->signaled && !is_cause(*first_failure_)) {
         // The rank that found the problem, not the peer that lost it first:
@@ -413,8 +435,10 @@ class SupervisedRun {
         }
       }
     }
-    // Nothing of a stopped job may outlive run(): sweep the groups once more.
+    // Nothing of a stopped job may outlive run(): sweep the groups once more
+    // (every leader is still a zombie, so no group id has been reused).
     if (stopping_ && !killed_) kill_all_groups();
+    reap_zombies();
     for (auto& w : workers_) {
       for (int stream = 0; stream < 2; ++stream) {
         if (w.pipes[stream].valid()) close_pipe(w, stream);
