@@ -148,6 +148,15 @@ EmulatedNetwork::EmulatedNetwork(int workers, const std::string& rate) {
       }
     }
   } catch (...) {
+    // A pair whose ends were not both moved yet still sits in this (the
+    // root) namespace, which remove() does not touch: deleting either end
+    // deletes the pair (the names are this process's own).
+    for (int r = 0; r < workers; ++r) {
+      for (const char* end : {"v", "b"}) {
+        std::string ignored;
+        run_tool({"ip", "link", "del", "bb" + std::to_string(::getpid()) + end + std::to_string(r)}, &ignored);
+      }
+    }
     remove();
     throw;
   }
