@@ -7,10 +7,15 @@
 
 #include <bagua/errors.h>
 #include <bagua/recipe.h>
+#include <bagua/recipe_catalog.h>
 #include <bagua/run_agent.h>
 #include <bagua/trainer.h>
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <iostream>
 #include <memory>
@@ -51,7 +56,9 @@ const CommandRegistration kRun{
     "run", runtime_description("run"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<RunFlags>();
-      sub.add_option("recipe", f->recipe, "Recipe file (YAML)")->required();
+      sub.add_option("recipe", f->recipe,
+                     "Recipe file (YAML), catalog name (bagua recipes list), or a run directory to resume or "
+                     "re-run exactly what it recorded")->required();
       sub.add_option("--set", f->overrides, "Override a recipe key: key.path=value (value parsed as YAML); repeatable")
           ->type_name("KEY=VALUE")->allow_extra_args(false);
       sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers on this node (distributed.nproc_per_node)");
@@ -78,6 +85,7 @@ const CommandRegistration kRun{
           "Examples:\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml\n"
           "  bagua run recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --set train.epochs=1\n"
+          "  bagua run runs/fashion-mnist-mlp   # resume (or re-run) exactly what that run recorded\n"
           "  # two machines; on each, with its own --node-rank (the workers' Gloo binds to the\n"
           "  # interface that routes to --master-addr; GLOO_SOCKET_IFNAME overrides; docs/multi-node.md):\n"
           "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n");
@@ -93,11 +101,19 @@ const CommandRegistration kRun{
         if (f->master_addr) flag("master_addr", "'" + *f->master_addr + "'");
         if (f->master_port) flag("master_port", std::to_string(*f->master_port));
         const StartedAs started = started_as();
+        // A run directory (bagua run runs/NAME) runs what it recorded, into itself.
+        const std::string recipe_file = locate_recipe_argument(f->recipe);
+        if (is_run_directory(f->recipe)) {
+          std::error_code ec;
+          overrides.insert(overrides.begin(),
+                           "output.dir=" + nlohmann::json(std::filesystem::absolute(f->recipe, ec).lexically_normal()
+                                                              .string()).dump());
+        }
         Recipe recipe;
         try {
           RecipeLoadOptions lo;
           lo.check_files = started != StartedAs::kTorchrunWorker;  // the launcher checked them
-          recipe = load_recipe(f->recipe, overrides, lo);
+          recipe = load_recipe(recipe_file, overrides, lo);
         } catch (const RecipeError& e) {
           return report_invalid_recipe(e, f->recipe);
         }

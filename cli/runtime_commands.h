@@ -1,6 +1,6 @@
 // The commands that train or measure, and so load LibTorch: they live in
 // the `bagua-runtime` executable. The `bagua` command (no LibTorch:
-// validate, schema, report start in milliseconds) lists them too and hands
+// validate, schema, report, recipes, diff start in milliseconds) lists them too and hands
 // them over to bagua-runtime with the same arguments (runtime_forward.cpp).
 #pragma once
 

@@ -2,6 +2,7 @@
 #include "command.h"
 
 #include <bagua/recipe.h>
+#include <bagua/recipe_catalog.h>
 
 #include <iostream>
 
@@ -26,7 +27,7 @@ const CommandRegistration kValidate{
       auto recipe = std::make_shared<std::string>();
       auto overrides = std::make_shared<std::vector<std::string>>();
       auto print = std::make_shared<bool>(false);
-      sub.add_option("recipe", *recipe, "Recipe file (YAML)")->required();
+      sub.add_option("recipe", *recipe, "Recipe file (YAML), catalog name (bagua recipes list), or run directory")->required();
       sub.add_option("--set", *overrides,
                      "Override a key before validation: key.path=value (value parsed as YAML); repeatable")
           ->type_name("KEY=VALUE")->allow_extra_args(false);
@@ -42,7 +43,7 @@ const CommandRegistration kValidate{
           "  NPROC=4 bagua validate recipe.yaml   # with distributed.nproc_per_node: ${NPROC:-2}\n");
       return [recipe, overrides, print]() -> int {
         try {
-          Recipe r = load_recipe(*recipe, *overrides);
+          Recipe r = load_recipe(locate_recipe_argument(*recipe), *overrides);
           for (const auto& note : r.notes) std::cerr << note.to_string() << " (note)\n";
           if (*print) {
             std::cout << resolved_recipe_yaml(r);

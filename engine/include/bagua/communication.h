@@ -227,4 +227,13 @@ void barrier(const ProcessGroupPtr& group = nullptr);
 // your object first).
 void broadcast_object(std::string& object, int root = 0, const ProcessGroupPtr& group = nullptr);
 
+// The libraries bagua runs on, for provenance.json: LibTorch's version, and
+// CUDA's runtime and NCCL's when built with them ("none" otherwise).
+struct LibraryVersions {
+  std::string libtorch;
+  std::string cuda = "none";
+  std::string nccl = "none";
+};
+LibraryVersions library_versions();
+
 }  // namespace bagua

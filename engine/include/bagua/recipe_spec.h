@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -202,6 +203,8 @@ struct CheckpointSpec {
   std::optional<int64_t> every_steps;  // empty: at the end of each epoch
   int64_t keep = 3;
   bool allow_data_change = false;  // resume even when the batches would differ
+  bool allow_model_change = false;   // resume even when the model file's SHA-256 differs
+  bool allow_recipe_change = false;  // resume even when the recipe's meaning differs
   std::string resume = "auto";  // "auto", "never", or an absolute path
 };
 
@@ -213,10 +216,39 @@ struct OutputSpec {
   bool tensorboard = false;  // rank 0 also writes TensorBoard event files, tensorboard/events.out.tfevents.*
 };
 
+// Where a written value came from.
+struct SourceLocation {
+  std::string file;  // as named; "--set KEY=VALUE" for an override
+  int line = 0;      // 1-based; 0 when unknown
+  int column = 0;
+  std::string to_string() const;  // "FILE:LINE:COL", or FILE alone
+};
+
+// What went into a recipe (recorded in provenance.json).
+struct RecipeOrigin {
+  struct File {
+    std::string path;    // as named (bases relative to the working directory)
+    std::string sha256;  // of the file's bytes
+  };
+  std::vector<File> files;             // the recipe, then its bases, in reading order
+  std::vector<std::string> overrides;  // the --set list, in order
+  std::vector<std::string> env_names;  // variables ${...} referenced, sorted (values never kept)
+  // Where each written value was set, by key path ("data.batch_size",
+  // "optimizers[0].lr"); a path absent here was filled by a default.
+  std::map<std::string, SourceLocation> values;
+  // Keys whose values name files (model.torchscript, data.train.images, ...).
+  std::vector<std::string> file_keys;
+};
+
+// The recipe schema this bagua reads (`schema_version:` in recipes).
+inline constexpr int kRecipeSchemaVersion = 2;
+
 // A valid recipe with every default filled and every path made absolute.
 struct Recipe {
   std::string name;
+  std::string description;  // one line, shown wherever recipes are listed
   std::string source;  // the recipe file as it was named
+  RecipeOrigin origin;
   ModelSpec model;
   DataSpec data;
   std::vector<OptimizerSpec> optimizers;

@@ -1,5 +1,5 @@
-// Small POSIX helpers every layer may use: a free TCP port, and the name
-// of a signal.
+// Small POSIX helpers every layer may use: a free TCP port, the name of a
+// signal, a file replaced whole.
 #pragma once
 
 #include <string>
@@ -14,5 +14,10 @@ int find_free_port(const std::string& addr = "127.0.0.1");
 
 // "SIGSEGV" for 11, ...; "SIG<n>" for numbers it does not know.
 std::string signal_name(int signal_number);
+
+// Writes `text` to `path` through a temporary file beside it renamed into
+// place, so a reader sees the old content or the new, never half of it.
+// Throws bagua::Error (a user error) naming the file when it cannot.
+void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace bagua

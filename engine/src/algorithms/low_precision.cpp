@@ -18,7 +18,7 @@ at::Tensor& buffer(at::Tensor& slot, int64_t n, const at::TensorOptions& options
 }
 }  // namespace
 
-void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool average, const std::string& what,
+void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool average, [[maybe_unused]] const std::string& what,
                           LowPrecisionWorkspace* workspace) {
   LowPrecisionWorkspace local;
   LowPrecisionWorkspace& ws = workspace ? *workspace : local;

@@ -3,6 +3,8 @@
 #include <bagua/errors.h>
 
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -89,3 +91,24 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
 }
 
 }  // namespace bagua::comm
+
+namespace bagua {
+
+LibraryVersions library_versions() {
+  LibraryVersions v;
+  v.libtorch = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+               std::to_string(TORCH_VERSION_PATCH);
+#ifdef BAGUA_WITH_CUDA
+  try {
+    const long runtime = at::detail::getCUDAHooks().versionCUDART();  // e.g. 12010
+    if (runtime > 0) v.cuda = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+  } catch (const std::exception&) {
+  }
+#endif
+#ifdef USE_C10D_NCCL
+  v.nccl = c10d::getNcclVersion();
+#endif
+  return v;
+}
+
+}  // namespace bagua

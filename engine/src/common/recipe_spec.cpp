@@ -69,4 +69,9 @@ std::string Diagnostic::to_string() const {
   return out + message;
 }
 
+std::string SourceLocation::to_string() const {
+  if (line <= 0 || file.rfind("--set ", 0) == 0) return file;  // an override is its own place
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
 }  // namespace bagua

@@ -9,10 +9,13 @@
 #include <csignal>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace bagua {
 
@@ -76,6 +79,26 @@ std::string signal_name(int signal_number) {
     case SIGPROF: return "SIGPROF";
     case SIGSYS: return "SIGSYS";
     default: return "SIG" + std::to_string(signal_number);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) {
+      fs::remove(tmp, ec);
+      throw Error("cannot write " + path, true);
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot write " + path + ": " + ec.message(), true);
   }
 }
 

@@ -1,4 +1,5 @@
 // The run agent of one node and its restart policy (bagua/run_agent.h).
+#include <bagua/provenance.h>
 #include <bagua/run_agent.h>
 
 #include <bagua/data.h>
@@ -135,6 +136,10 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   static SharedData shared_data;  // lives until exit: the workers outlive this function's scope
   check_data(recipe, &shared_data);
   const auto& d = recipe.distributed;
+  // Rank 0 records the SHA-256 of the model and data files (provenance.json)
+  // while its peers wait on it; hashed here first, a large data set costs
+  // the workers nothing (the digests are cached), and no peer times out.
+  if (d.node_rank == 0) recipe_provenance(recipe);
   static OutputLock lock;  // held until this process (and its workers) exit
   if (auto busy = lock.acquire(recipe.output.dir, d.node_rank)) {
     say(*busy);

@@ -7,6 +7,7 @@
 #include "stages.h"
 
 #include <cstdlib>
+#include <set>
 
 namespace bagua::recipe {
 namespace {
@@ -20,6 +21,7 @@ struct Expander {
   SourceTree& tree;
   const EnvLookup& lookup;
   Diagnostics& diags;
+  std::set<std::string> names;
 
   void report(const std::string& path, size_t offset, const std::string& message) {
     SourcePos p = tree.locate(path);
@@ -64,6 +66,7 @@ struct Expander {
                "} (expected ${NAME} or ${NAME:-default}, NAME of letters, digits and _)");
         ok = false;
       } else {
+        names.insert(name);
         std::optional<std::string> value = lookup(name);
         if (value && !value->empty()) {
           out += *value;
@@ -110,9 +113,11 @@ EnvLookup process_environment() {
   };
 }
 
-void expand_environment(SourceTree& tree, const EnvLookup& lookup, Diagnostics& diags) {
-  Expander expander{tree, lookup, diags};
+void expand_environment(SourceTree& tree, const EnvLookup& lookup, Diagnostics& diags,
+                        std::vector<std::string>* names) {
+  Expander expander{tree, lookup, diags, {}};
   expander.walk(tree.doc, "");
+  if (names) names->assign(expander.names.begin(), expander.names.end());
 }
 
 }  // namespace bagua::recipe

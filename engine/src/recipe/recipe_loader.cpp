@@ -7,6 +7,8 @@
 // problem at once; a stage whose input is unusable (no tree) ends the run.
 #include "stages.h"
 
+#include <bagua/version.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -49,6 +51,35 @@ std::vector<Diagnostic> sorted(std::vector<Diagnostic> items, const std::string&
   throw RecipeError(sorted(std::move(diags.items), path));
 }
 
+// What each schema version changed, for recipes written for an older one.
+// Version 2 only added keys, so a version-1 recipe reads unchanged; an
+// entry that renames or removes a key must say here how to update.
+struct SchemaChange {
+  int version;
+  const char* what;
+};
+constexpr SchemaChange kSchemaChanges[] = {
+    {2, "added description, schema_version, pinned extends entries ({path|recipe, sha256}), "
+        "checkpoint.allow_model_change and checkpoint.allow_recipe_change; nothing renamed or removed"},
+};
+
+// A recipe for a newer schema is refused with one message, not with a list
+// of the keys this bagua does not know.
+void check_schema_version(const SourceTree& tree, Diagnostics& diags) {
+  auto it = tree.doc.find("schema_version");
+  if (it == tree.doc.end() || !it->is_number_integer()) return;  // the schema reports other types
+  const int64_t declared = it->get<int64_t>();
+  if (declared > kRecipeSchemaVersion) {
+    std::string changes;
+    diags.add(tree.locate("schema_version"), "schema_version",
+              "this recipe was written for recipe schema " + std::to_string(declared) + "; this bagua (" +
+              version() + ") reads schema " + std::to_string(kRecipeSchemaVersion) +
+              " and older: update bagua, or rewrite the recipe for schema " +
+              std::to_string(kRecipeSchemaVersion) + " (docs/recipes.md lists each version's changes)");
+    fail(diags, tree.locate("schema_version").file);
+  }
+}
+
 }  // namespace
 }  // namespace recipe
 
@@ -56,12 +87,15 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
                    const RecipeLoadOptions& options) {
   using namespace recipe;
   Diagnostics diags;
-  SourceTree tree = load_with_extends(path, diags);
+  RecipeOrigin origin;
+  origin.overrides = overrides;
+  SourceTree tree = load_with_extends(path, diags, &origin.files);
   if (!tree.doc.is_object()) fail(diags, path);
+  check_schema_version(tree, diags);
 
   const json& schema = recipe_schema();
   apply_overrides(tree, overrides, schema, diags);
-  expand_environment(tree, process_environment(), diags);
+  expand_environment(tree, process_environment(), diags, &origin.env_names);
 
   // The name defaults to the file's stem; the output directory to runs/<name>.
   if (!tree.doc.contains("name")) tree.doc["name"] = std::filesystem::path(path).stem().string();
@@ -77,8 +111,19 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
 
   if (!tree.doc["output"].contains("dir"))
     tree.doc["output"]["dir"] = "runs/" + tree.doc["name"].get<std::string>();
+  if (auto v = tree.doc.find("schema_version"); v != tree.doc.end() && v->is_number_integer() &&
+                                                  v->get<int64_t>() < kRecipeSchemaVersion) {
+    for (const SchemaChange& change : kSchemaChanges)
+      if (change.version > v->get<int64_t>())
+        notes.add(tree.locate("schema_version"), "schema_version",
+                  "schema " + std::to_string(change.version) + " " + change.what);
+  }
   Recipe r = to_typed_recipe(tree.doc);
   r.source = path;
+  for (const auto& [key, pos] : tree.values)
+    if (pos.line > 0 || pos.file.rfind("--set ", 0) == 0) origin.values[key] = {pos.file, pos.line, pos.column};
+  origin.file_keys = findings.file_paths;
+  r.origin = std::move(origin);
   r.notes = sorted(std::move(notes.items), path);
   return r;
 }

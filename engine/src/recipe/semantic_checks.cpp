@@ -148,8 +148,14 @@ struct Checker {
     const AlgorithmDescriptor* algorithm = find_algorithm(name->get<std::string>());
     if (!algorithm || !algorithm->check_world) return;
     json kwargs = algorithm->defaults;
+    // A value of the wrong kind is the schema's to report; the descriptor
+    // sees only values of its defaults' kinds.
+    auto same_kind = [](const json& a, const json& b) {
+      return (a.is_string() && b.is_string()) || (a.is_boolean() && b.is_boolean()) ||
+             (a.is_number_integer() && b.is_number_integer()) || (a.is_number_float() && b.is_number());
+    };
     for (const auto& [key, value] : algorithm_tree->items()) {
-      if (kwargs.contains(key)) kwargs[key] = value;
+      if (kwargs.contains(key) && same_kind(kwargs[key], value)) kwargs[key] = value;
     }
     if (auto problem = algorithm->check_world(kwargs, static_cast<int>(nnodes->get<int64_t>()),
                                               static_cast<int>(nproc->get<int64_t>()))) {

@@ -13,7 +13,9 @@ namespace bagua::recipe {
 // --- yaml_reader.cpp --------------------------------------------------------
 // Reads one YAML file. Tabs in indentation, syntax errors, duplicate keys,
 // non-scalar keys and empty files are reported; on error `tree` is partial.
-SourceTree read_yaml_file(const std::string& display_path, Diagnostics& diags);
+// `sha256`, when given, receives the SHA-256 of the file's bytes.
+SourceTree read_yaml_file(const std::string& display_path, Diagnostics& diags,
+                          std::string* sha256 = nullptr);
 // Parses YAML text (an override's value); positions are in `file`, line 1,
 // shifted right by `column_offset`.
 SourceTree read_yaml_text(const std::string& text, const std::string& file, int column_offset,
@@ -25,8 +27,13 @@ json resolve_plain_scalar(const std::string& text);
 // --- extends.cpp ------------------------------------------------------------
 // Reads `display_path` and, recursively, the files it extends; merges them
 // (bases in order, then this file; mappings merge, everything else replaces).
-// The result has no `extends` key. `name` is not inherited.
-SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags);
+// The result has no `extends` key. `name` and `description` are not
+// inherited. An entry may be a path, or a mapping {path: P} or
+// {recipe: NAME} (found in the catalog) with an optional sha256 that pins
+// the base's bytes. `files`, when given, receives every file read with its
+// SHA-256, the recipe first, then its bases depth-first.
+SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags,
+                             std::vector<RecipeOrigin::File>* files = nullptr);
 // Deep-merges `over` onto `base` at the root.
 void merge_trees(SourceTree& base, const SourceTree& over);
 
@@ -40,7 +47,9 @@ void apply_overrides(SourceTree& tree, const std::vector<std::string>& overrides
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 // Expands ${VAR}, ${VAR:-default} and $$ in every string value; an unquoted
 // value that expands to a number, bool or null takes that type.
-void expand_environment(SourceTree& tree, const EnvLookup& lookup, Diagnostics& diags);
+// `names`, when given, receives each variable referenced (sorted, unique).
+void expand_environment(SourceTree& tree, const EnvLookup& lookup, Diagnostics& diags,
+                        std::vector<std::string>* names = nullptr);
 EnvLookup process_environment();
 
 // --- schema_walker.cpp ------------------------------------------------------

@@ -113,6 +113,7 @@ OptimizerSpec optimizer(const json& j) {
 Recipe to_typed_recipe(const json& doc) {
   Recipe r;
   r.name = doc.at("name").get<std::string>();
+  r.description = doc.value("description", std::string());
   r.resolved = doc;
 
   const json& m = doc.at("model");
@@ -199,6 +200,8 @@ Recipe to_typed_recipe(const json& doc) {
   r.checkpoint.every_steps = optional_int(c.at("every_steps"));
   r.checkpoint.keep = c.at("keep").get<int64_t>();
   r.checkpoint.allow_data_change = c.at("allow_data_change").get<bool>();
+  r.checkpoint.allow_model_change = c.at("allow_model_change").get<bool>();
+  r.checkpoint.allow_recipe_change = c.at("allow_recipe_change").get<bool>();
   r.checkpoint.resume = c.at("resume").get<std::string>();
 
   const json& o = doc.at("output");

@@ -6,6 +6,8 @@
 // scalars typed by the YAML 1.2 core schema (quoted scalars stay strings).
 #include "stages.h"
 
+#include <bagua/sha256.h>
+
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
@@ -277,7 +279,7 @@ json resolve_plain_scalar(const std::string& text) {
   return text;
 }
 
-SourceTree read_yaml_file(const std::string& display_path, Diagnostics& diags) {
+SourceTree read_yaml_file(const std::string& display_path, Diagnostics& diags, std::string* sha256) {
   std::ifstream in(display_path, std::ios::binary);
   if (!in) {
     diags.add({display_path, 0, 0, true}, "", "cannot open the recipe file (does it exist?)");
@@ -285,6 +287,7 @@ SourceTree read_yaml_file(const std::string& display_path, Diagnostics& diags) {
   }
   std::ostringstream text;
   text << in.rdbuf();
+  if (sha256) *sha256 = sha256_hex(text.str());
   return parse(text.str(), display_path, 0, diags, true);
 }
 

@@ -329,6 +329,7 @@ void save_checkpoint(const SaveCheckpointOptions& options) {
                              {"optimizers", optimizers.size()},
                              {"files", files}};
       if (!plan.is_null()) meta["data"] = plan;
+      if (!options.provenance.is_null()) meta["provenance"] = options.provenance;
       // bucket_size: auto's choice, so a resume keeps the same buckets.
       if (tuned_bucket_bytes > 0) meta["tuned_bucket_bytes"] = tuned_bucket_bytes;
       write_text(tmp / "meta.json", meta.dump(2) + "\n");
@@ -482,7 +483,7 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
                                           const std::vector<std::pair<std::string, at::Tensor>>& buffers,
                                           const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                                           const ProcessGroupPtr& group, std::string* chosen,
-                                          nlohmann::json* meta_out) {
+                                          nlohmann::json* meta_out, const MetaCheck& verify) {
   // Rank 0 picks a checkpoint that verifies and tells the others:
   // {"where", "meta"} or {"error"}.
   std::string decision = "{}";
@@ -552,6 +553,7 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
                     " optimizers, the recipe defines " + std::to_string(optimizers.size()),
                 true);
   }
+  if (verify) verify(where, meta);  // before any state is loaded
   if (group->rank() == 0) {
     torch::NoGradGuard no_grad;
     // Tensors land on the device the run trains on, whatever wrote them.

@@ -1,5 +1,6 @@
 // Checkpoints: OUTPUT/checkpoints/step-NNNNNNNN/ with
-//   meta.json            step, epoch, position in the epoch, world size, algorithm, recipe name
+//   meta.json            step, epoch, position in the epoch, world size, algorithm, recipe name,
+//                        the run's provenance (bagua/provenance.h)
 //   model.pt             every parameter and buffer, by name (torch::serialize archive):
 //                        rank 0's, or the ranks' average for algorithms that keep one
 //                        model per rank (the trainer passes the averaged weights)
@@ -78,6 +79,7 @@ struct SaveCheckpointOptions {
   RankState rank;         // what this rank writes of its own
   nlohmann::json data_plan;         // data_plan(); null: not recorded
   int64_t tuned_bucket_bytes = 0;  // bucket_size: auto's choice, 0: none
+  nlohmann::json provenance;        // the run's provenance.json; null: not recorded
 };
 
 // Collective over `options.group`: every rank calls it at the same step.
@@ -100,12 +102,17 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
 // loads the model and optimizer state (with_bagua then broadcasts them;
 // load_rank_state() then restores what is each rank's own). Returns the
 // position to continue from, or nothing when there is no checkpoint.
-// Throws a user Error when the checkpoint's world size differs.
+// Throws a user Error when the checkpoint's world size differs, or what
+// `verify` throws.
+// Checks a chosen checkpoint's meta.json on every rank before any state
+// is loaded (the data plan, the provenance); throws to refuse it.
+using MetaCheck = std::function<void(const std::string& where, const nlohmann::json& meta)>;
+
 std::optional<Position> resume_checkpoint(const std::string& dir, const std::string& path,
                                           const std::vector<std::pair<std::string, at::Tensor>>& parameters,
                                           const std::vector<std::pair<std::string, at::Tensor>>& buffers,
                                           const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                                           const ProcessGroupPtr& group, std::string* chosen = nullptr,
-                                          nlohmann::json* meta_out = nullptr);
+                                          nlohmann::json* meta_out = nullptr, const MetaCheck& verify = {});
 
 }  // namespace bagua::train

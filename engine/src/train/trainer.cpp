@@ -11,6 +11,7 @@
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
 #include <bagua/metrics.h>
+#include <bagua/system.h>
 #include <bagua/trainer.h>
 
 #include "train/checkpoint.h"
@@ -21,6 +22,7 @@
 #include "train/progress_reporter.h"
 #include "train/replicas.h"
 #include "train/run_log.h"
+#include "train/run_provenance.h"
 #include "train/step_trace.h"
 #include "train/stop_vote.h"
 #include "train/test_faults.h"
@@ -107,6 +109,7 @@ class Worker {
   const Recipe& recipe_;
   const AlgorithmDescriptor* algorithm_ = nullptr;
   train::WorkerEnvironment env_;
+  nlohmann::json provenance_;  // provenance.json: what made this run
   // Ranks hold different weights (per-rank algorithms, or rank-local
   // ignored parameters): checkpoints then keep each rank's own.
   bool per_rank_model_ = false;
@@ -165,6 +168,7 @@ void Worker::setup() {
 }
 
 void Worker::resume() {
+  provenance_ = train::gather_provenance(recipe_, env_.rank, env_.world, env_.control);
   if (recipe_.checkpoint.resume == "never") {
     // A fresh run must not mix its checkpoints with an earlier run's: pruning
     // and a later restart would pick the old ones up.
@@ -182,10 +186,17 @@ void Worker::resume() {
   }
   std::string explicit_path = recipe_.checkpoint.resume == "auto" ? "" : recipe_.checkpoint.resume;
   nlohmann::json meta;
+  auto verify = [this](const std::string& where, const nlohmann::json& saved) {
+    train::check_data_plan(saved.value("data", nlohmann::json()), train::data_plan(recipe_, train_data_->size()),
+                           where, recipe_.checkpoint.allow_data_change);
+    train::check_provenance(saved.value("provenance", nlohmann::json()), provenance_, recipe_, where,
+                            [this](const std::string& line) {
+                              if (env_.rank == 0) std::fprintf(stderr, "%s\n", line.c_str());
+                            });
+  };
   if (auto resumed = train::resume_checkpoint(ckpt_dir_.string(), explicit_path, params_, buffers_,
-                                              built_.optimizers, default_group(), &outcome_.resumed_from, &meta)) {
-    train::check_data_plan(meta.value("data", nlohmann::json()), train::data_plan(recipe_, train_data_->size()),
-                           outcome_.resumed_from, recipe_.checkpoint.allow_data_change);
+                                              built_.optimizers, default_group(), &outcome_.resumed_from, &meta,
+                                              verify)) {
     pos_ = *resumed;
     if (meta.contains("tuned_bucket_bytes") && meta["tuned_bucket_bytes"].is_number_integer()) {
       tuned_bucket_bytes_ = meta["tuned_bucket_bytes"].get<int64_t>();
@@ -264,7 +275,8 @@ void Worker::plan() {
     ddp_->set_trace([t = trace_.get()](const TraceEvent& e) { t->on_module_event(e); });
   }
   if (rank != 0) return;
-  std::ofstream(out_dir_ / "recipe.resolved.yaml") << resolved_recipe_yaml(recipe_);
+  write_file_atomically((out_dir_ / "recipe.resolved.yaml").string(), resolved_recipe_yaml(recipe_));
+  train::write_provenance(out_dir_.string(), provenance_);
   log_->say("bagua run " + recipe_.name + ": " + std::to_string(env_.world) + " workers on " +
             (env_.device.is_cpu() ? std::string("CPUs") : "GPUs (rank 0 on " + env_.device.str() + ")") + " over " +
             default_group()->backend() + ", " + recipe_.algorithm.name + ", train " + train_data_->describe());
@@ -444,6 +456,7 @@ void Worker::save(const train::Position& at) {
   }
   options.data_plan = train::data_plan(recipe_, train_data_->size());
   options.tuned_bucket_bytes = tuned_bucket_bytes_;
+  options.provenance = provenance_;
   average_->run([&] { train::save_checkpoint(options); });
   side_work_end();
 }

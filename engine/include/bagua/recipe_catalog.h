@@ -1,0 +1,84 @@
+// Recipes shared across teams: the catalog of named recipes, pinning
+// bases, standalone copies, and comparing two recipes key by key.
+//
+// The catalog is every *.yaml / *.yml file directly in each directory of
+// $BAGUA_RECIPE_PATH (colon-separated, in order), then in the recipes
+// shipped with bagua. A recipe's catalog name is its file name without the
+// extension; where two directories hold the same name, the earlier wins.
+// None of this loads LibTorch (libbagua_recipe).
+#pragma once
+
+#include <bagua/recipe.h>
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua {
+
+// The directories searched, in order: $BAGUA_RECIPE_PATH's, then the
+// shipped recipes (installed: PREFIX/share/bagua/recipes; in a build tree:
+// the source checkout's recipes/). Only directories that exist.
+std::vector<std::string> recipe_catalog_dirs();
+
+struct CatalogEntry {
+  std::string name;         // file stem
+  std::string path;         // the file
+  std::string dir;          // the catalog directory holding it
+  std::string description;  // its description: key ("" when none)
+  std::string algorithm;    // algorithm.name as written or inherited ("" when unreadable)
+  std::string model;        // model.torchscript as written
+  bool shadowed = false;    // an earlier directory has a recipe of the same name
+  std::string problem;      // why the fields above are missing (unreadable YAML, ...)
+};
+
+// Every recipe of the catalog, by directory order, then name.
+std::vector<CatalogEntry> list_recipe_catalog();
+
+// The file of catalog recipe `name` (the first directory that has it).
+std::optional<std::string> find_catalog_recipe(const std::string& name);
+
+// A recipe argument as users write it: a file, a run directory (its
+// recipe.resolved.yaml), or a catalog name. Returns the file to load, or
+// throws a user Error saying what was tried.
+std::string locate_recipe_argument(const std::string& argument);
+
+// True when `path` is a run directory (holds recipe.resolved.yaml).
+bool is_run_directory(const std::string& path);
+
+// ---- pinning --------------------------------------------------------------
+
+struct PinResult {
+  std::string text;                 // the recipe file's new text
+  std::vector<std::string> pinned;  // "BASE sha256" for each entry written
+};
+
+// The text of recipe `path` with every `extends` entry rewritten as
+// {path|recipe: ..., sha256: <current SHA-256 of the base>}; comments,
+// order and every other line are kept. Throws RecipeError when the recipe
+// or a base cannot be read.
+PinResult pin_recipe_bases(const std::string& path);
+
+// ---- standalone copies ----------------------------------------------------
+
+// The recipe at `path` with its `extends` merged in (nothing else
+// resolved: ${VAR}s and unset defaults stay as written) and every relative
+// file path rewritten so that it still names the same file when the text
+// is saved as `dest`. Throws RecipeError when the recipe is unreadable.
+std::string standalone_recipe_text(const std::string& path, const std::string& dest);
+
+// ---- comparing ------------------------------------------------------------
+
+// One key whose value differs between two resolved recipes. A list or
+// mapping present on both sides is compared element by element, so a path
+// names the innermost difference ("optimizers[0].lr"); `a` or `b` is null
+// (absent) when the key exists on one side only.
+struct KeyDifference {
+  std::string path;
+  std::optional<nlohmann::json> a, b;
+};
+std::vector<KeyDifference> diff_resolved(const nlohmann::json& a, const nlohmann::json& b);
+
+}  // namespace bagua

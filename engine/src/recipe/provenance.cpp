@@ -1,0 +1,142 @@
+// The recipe half of provenance.json, and the resume's comparison
+// (bagua/provenance.h).
+#include <bagua/errors.h>
+#include <bagua/provenance.h>
+#include <bagua/recipe_catalog.h>
+#include <bagua/sha256.h>
+#include <bagua/version.h>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include <filesystem>
+
+namespace bagua {
+
+std::string canonical_recipe_sha256(const nlohmann::json& resolved) { return sha256_hex(resolved.dump()); }
+
+namespace {
+
+// The value at a key path ("data.train.images", "a[1].b"), or null.
+const nlohmann::json* at_key(const nlohmann::json& doc, const std::string& path) {
+  const nlohmann::json* node = &doc;
+  std::string k;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    char c = i < path.size() ? path[i] : '.';
+    if (c == '.' || c == '[') {
+      if (!k.empty()) {
+        if (!node->is_object() || !node->contains(k)) return nullptr;
+        node = &(*node)[k];
+      }
+      k.clear();
+    } else if (c == ']') {
+      size_t idx = std::stoul(k);
+      if (!node->is_array() || idx >= node->size()) return nullptr;
+      node = &(*node)[idx];
+      k.clear();
+    } else {
+      k += c;
+    }
+  }
+  return node;
+}
+
+nlohmann::json file_record(const std::string& path) {
+  struct stat st {};
+  int64_t size = ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : -1;
+  // A large file takes a while to hash the first time: say so.
+  auto announce = [&path](int64_t bytes) {
+    if (bytes >= (int64_t{256} << 20))
+      std::fprintf(stderr, "provenance: hashing %s (%.1f GiB) once; later runs take its SHA-256 from the cache\n",
+                   path.c_str(), double(bytes) / double(int64_t{1} << 30));
+  };
+  return {{"path", path}, {"size", size}, {"sha256", cached_file_sha256(path, nullptr, announce)}};
+}
+
+bool starts_with_key(const std::string& path, const std::string& prefix) {
+  if (path.compare(0, prefix.size(), prefix) != 0) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '.' || path[prefix.size()] == '[';
+}
+
+}  // namespace
+
+nlohmann::json recipe_provenance(const Recipe& recipe) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : recipe.origin.files) files.push_back({{"path", f.path}, {"sha256", f.sha256}});
+  nlohmann::json origins = nlohmann::json::object();
+  for (const auto& [key, where] : recipe.origin.values) origins[key] = where.to_string();
+  nlohmann::json p;
+  p["format"] = kProvenanceFormat;
+  p["recipe"] = {{"sha256", canonical_recipe_sha256(recipe.resolved)},
+                 {"source", recipe.source},
+                 {"files", files},
+                 {"overrides", recipe.origin.overrides},
+                 {"env_names", recipe.origin.env_names},
+                 {"origins", origins},
+                 {"resolved", recipe.resolved}};
+  p["model"] = file_record(recipe.model.torchscript);
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& key : recipe.origin.file_keys) {
+    if (key == "model.torchscript") continue;
+    const nlohmann::json* v = at_key(recipe.resolved, key);
+    if (!v || !v->is_string()) continue;
+    nlohmann::json rec = file_record(v->get<std::string>());
+    rec["key"] = key;
+    data.push_back(rec);
+  }
+  p["data"] = data;
+  p["bagua"] = {{"version", version()}, {"revision", source_revision()}};
+  return p;
+}
+
+bool recipe_key_changes_training(const std::string& key_path) {
+  static const char* const kIgnored[] = {
+      "name", "description", "schema_version", "output", "checkpoint", "distributed", "data",
+      "train.epochs", "train.max_steps", "train.log_every_steps", "train.eval_every", "train.threads",
+      "model.torchscript"};
+  for (const char* k : kIgnored)
+    if (starts_with_key(key_path, k)) return false;
+  // How the same arithmetic is carried out: fused updates (bitwise equal to
+  // unfused ones), flattened buckets and their size.
+  if (starts_with_key(key_path, "algorithm.flatten") || starts_with_key(key_path, "algorithm.bucket_size")) return false;
+  if (key_path.rfind("optimizers[", 0) == 0) {
+    const size_t close = key_path.find(']');
+    if (close != std::string::npos && key_path.compare(close + 1, std::string::npos, ".fused") == 0) return false;
+  }
+  return true;
+}
+
+std::string short_json(const nlohmann::json& value, size_t max_chars) {
+  std::string s = value.dump();
+  if (s.size() > max_chars) s = s.substr(0, max_chars - 3) + "...";
+  return s;
+}
+
+ProvenanceCheck compare_provenance(const nlohmann::json& saved, const nlohmann::json& now) {
+  ProvenanceCheck check;
+  if (!saved.is_object()) return check;
+  auto str = [](const nlohmann::json& j, const char* a, const char* b) -> std::string {
+    if (!j.contains(a) || !j[a].is_object() || !j[a].contains(b) || !j[a][b].is_string()) return "";
+    return j[a][b].get<std::string>();
+  };
+  const std::string saved_model = str(saved, "model", "sha256"), now_model = str(now, "model", "sha256");
+  if (!saved_model.empty() && !now_model.empty() && saved_model != now_model)
+    check.model.push_back("the model file " + str(now, "model", "path") + " has SHA-256 " + now_model +
+                          "; the checkpoint's run used " + str(saved, "model", "path") + " with " + saved_model);
+  if (saved.contains("recipe") && saved["recipe"].contains("resolved") && now.contains("recipe") &&
+      now["recipe"].contains("resolved")) {
+    for (const auto& d : diff_resolved(saved["recipe"]["resolved"], now["recipe"]["resolved"])) {
+      if (!recipe_key_changes_training(d.path)) continue;
+      check.recipe.push_back(d.path + ": " + (d.a ? short_json(*d.a) : std::string("(absent)")) +
+                             " in the checkpoint, " + (d.b ? short_json(*d.b) : std::string("(absent)")) + " now");
+    }
+  }
+  const std::string saved_version = str(saved, "bagua", "version"), now_version = str(now, "bagua", "version");
+  if (!saved_version.empty() && saved_version != now_version)
+    check.warnings.push_back("the checkpoint was written by bagua " + saved_version + " (" +
+                             str(saved, "bagua", "revision") + "), this is bagua " + now_version);
+  return check;
+}
+
+}  // namespace bagua

@@ -1,0 +1,212 @@
+// `bagua recipes` and `bagua diff`: the catalog on a temporary
+// BAGUA_RECIPE_PATH, pins, copies, and differences of every kind between
+// recipes, each side naming where it set the key. The library behind them
+// is tested in tests/recipe/sharing_test.cpp; run directories in
+// tests/train/provenance_test.cpp.
+#include <bagua/exit_codes.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Said {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string all;  // stdout then stderr
+};
+
+class SharingCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("bagua-sharing-cli-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "catalog");
+    const fs::path fixtures = fs::path(BAGUA_SOURCE_DIR) / "tests/fixtures/recipes";
+    write("catalog/team-base.yaml",
+          "description: the team's base\n"
+          "model: {torchscript: " + (fixtures / "models/tiny.pt").string() + "}\n"
+          "data:\n"
+          "  train: {format: csv, path: " + (fixtures / "data/tiny.csv").string() + ", target_column: label}\n"
+          "  sampler: {type: distributed, shuffle: true, seed: 0}\n"
+          "optimizers:\n"
+          "  - {type: sgd, lr: 0.1}\n"
+          "train: {epochs: 2}\n");
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  fs::path write(const std::string& relative, const std::string& text) {
+    fs::path p = dir_ / relative;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p;
+  }
+  Said bagua(const std::string& args) {
+    static int calls = 0;
+    const fs::path out = dir_ / ("out-" + std::to_string(calls));
+    const fs::path err = dir_ / ("err-" + std::to_string(calls++));
+    const std::string cmd = "cd " + dir_.string() + " && BAGUA_RECIPE_PATH=" + (dir_ / "catalog").string() + " " +
+                            BAGUA_CLI + " " + args + " > " + out.string() + " 2> " + err.string() + " < /dev/null";
+    const int status = std::system(cmd.c_str());
+    Said s;
+    s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::stringstream o, e;
+    o << std::ifstream(out).rdbuf();
+    e << std::ifstream(err).rdbuf();
+    s.out = o.str();
+    s.all = s.out + e.str();
+    return s;
+  }
+  static bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+  fs::path dir_;
+};
+
+TEST_F(SharingCli, ListShowsTheCatalogWithDescriptionsAndTheShippedRecipes) {
+  write("catalog/fast.yaml", "description: fast one\nextends: team-base.yaml\nalgorithm: {name: bytegrad}\n");
+  Said list = bagua("recipes list");
+  ASSERT_EQ(list.exit_code, 0) << list.all;
+  EXPECT_TRUE(has(list.out, (dir_ / "catalog").string() + ":")) << list.out;
+  EXPECT_TRUE(has(list.out, "fast")) << list.out;
+  EXPECT_TRUE(has(list.out, "bytegrad")) << list.out;
+  EXPECT_TRUE(has(list.out, "fast one")) << list.out;
+  EXPECT_TRUE(has(list.out, "the team's base")) << list.out;
+  EXPECT_TRUE(has(list.out, "fashion-mnist-mlp")) << "the shipped recipes follow: " << list.out;
+  Said json = bagua("recipes list --json");
+  ASSERT_EQ(json.exit_code, 0) << json.all;
+  auto entries = nlohmann::json::parse(json.out);
+  bool found = false;
+  for (const auto& e : entries)
+    if (e["name"] == "fast") {
+      found = true;
+      EXPECT_EQ(e["algorithm"], "bytegrad");
+      EXPECT_EQ(e["description"], "fast one");
+      EXPECT_EQ(e["model"].get<std::string>().substr(e["model"].get<std::string>().size() - 7), "tiny.pt");
+    }
+  EXPECT_TRUE(found) << json.out;
+}
+
+TEST_F(SharingCli, ShowGivesEachKeyTheFileAndLineThatSetIt) {
+  write("catalog/fast.yaml", "extends: team-base.yaml\nalgorithm: {name: bytegrad}\n");
+  Said show = bagua("recipes show fast --set train.epochs=7");
+  ASSERT_EQ(show.exit_code, 0) << show.all;
+  const std::string fast = (dir_ / "catalog/fast.yaml").string(), base = (dir_ / "catalog/team-base.yaml").string();
+  std::map<std::string, std::string> from;
+  std::istringstream in(show.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    from[line.substr(0, line.find(':'))] = line.substr(line.rfind("# ") + 2);
+  }
+  EXPECT_EQ(from["algorithm.name"], fast + ":2:19") << show.out;
+  EXPECT_EQ(from["optimizers[0].lr"], base + ":7:21") << show.out;
+  EXPECT_EQ(from["train.epochs"], "--set train.epochs=7") << show.out;
+  EXPECT_EQ(from["data.batch_size"], "(default)") << show.out;
+  EXPECT_TRUE(has(show.out, "# base   " + base + "  sha256 ")) << show.out;
+  Said missing = bagua("recipes show no-such-recipe");
+  EXPECT_EQ(missing.exit_code, bagua::kExitInvalidInput);
+  EXPECT_TRUE(has(missing.all, "no catalog recipe of that name")) << missing.all;
+}
+
+TEST_F(SharingCli, CopyMakesAStandaloneRecipeThatValidatesWhereItLands) {
+  fs::create_directories(dir_ / "elsewhere");
+  Said copy = bagua("recipes copy fashion-mnist-cnn elsewhere/mine.yaml");
+  ASSERT_EQ(copy.exit_code, 0) << copy.all;
+  Said valid = bagua("validate elsewhere/mine.yaml");
+  EXPECT_EQ(valid.exit_code, 0) << valid.all;
+  EXPECT_TRUE(has(valid.out, "valid recipe mine")) << valid.out;
+  // The copy means what the shipped recipe means, apart from its name and output.
+  Said same = bagua("diff fashion-mnist-cnn elsewhere/mine.yaml --ignore name --ignore output");
+  EXPECT_EQ(same.exit_code, 0) << same.all;
+  Said again = bagua("recipes copy fashion-mnist-cnn elsewhere/mine.yaml");
+  EXPECT_EQ(again.exit_code, bagua::kExitInvalidInput);
+  EXPECT_TRUE(has(again.all, "--force")) << again.all;
+  EXPECT_EQ(bagua("recipes copy fashion-mnist-cnn elsewhere/mine.yaml --force").exit_code, 0);
+}
+
+TEST_F(SharingCli, PinThenAnEditedBaseIsRefusedAndCheckSaysSo) {
+  write("exp.yaml", "extends:\n  - {recipe: team-base}\ntrain: {epochs: 4}\n");
+  EXPECT_EQ(bagua("recipes pin exp.yaml --check").exit_code, 1) << "not pinned yet";
+  Said pin = bagua("recipes pin exp.yaml");
+  ASSERT_EQ(pin.exit_code, 0) << pin.all;
+  EXPECT_TRUE(has(pin.out, "pinned " + (dir_ / "catalog/team-base.yaml").string())) << pin.out;
+  EXPECT_EQ(bagua("recipes pin exp.yaml --check").exit_code, 0);
+  EXPECT_EQ(bagua("validate exp.yaml").exit_code, 0);
+  std::ofstream(dir_ / "catalog/team-base.yaml", std::ios::app) << "# edited upstream\n";
+  Said refused = bagua("validate exp.yaml");
+  EXPECT_EQ(refused.exit_code, bagua::kExitInvalidInput);
+  EXPECT_TRUE(has(refused.all, "exp.yaml:2:")) << refused.all;
+  EXPECT_TRUE(has(refused.all, "pinned base " + (dir_ / "catalog/team-base.yaml").string() + " has changed"))
+      << refused.all;
+  EXPECT_EQ(bagua("recipes pin exp.yaml --check").exit_code, 1);
+  EXPECT_EQ(bagua("recipes pin exp.yaml").exit_code, 0);
+  EXPECT_EQ(bagua("validate exp.yaml").exit_code, 0);
+}
+
+// One pair per kind of change: the key named, both values, both origins.
+TEST_F(SharingCli, DiffNamesEveryKindOfChangeWithBothValuesAndOrigins) {
+  write("other-base.yaml", "extends: catalog/team-base.yaml\ntrain: {seed: 9}\n");
+  const fs::path a = write("a.yaml", "extends: catalog/team-base.yaml\nname: r\n");
+  struct Case {
+    std::string what, b_text, extra, path, value_line, b_from;
+  };
+  const std::string b = "b.yaml";  // as named on the command line
+  const std::vector<Case> cases = {
+      {"scalar", "extends: catalog/team-base.yaml\nname: r\ndata: {batch_size: 8}\n", "", "data.batch_size",
+       "~ data.batch_size: 64 -> 8", b + ":3:20"},
+      {"list", "extends: catalog/team-base.yaml\nname: r\nmodel: {ignore_params: [fc.bias]}\n", "",
+       "model.ignore_params[0]", "+ model.ignore_params[0]: (absent) -> \"fc.bias\"", b + ":3:25"},
+      {"mapping", "extends: catalog/team-base.yaml\nname: r\ndata: {sampler: {type: distributed, seed: 4}}\n", "",
+       "data.sampler.seed", "~ data.sampler.seed: 0 -> 4", b + ":3:43"},
+      {"added", "extends: catalog/team-base.yaml\nname: r\ndescription: now described\n", "", "description",
+       "+ description: (absent) -> \"now described\"", b + ":3:14"},
+      {"removed", "extends: catalog/team-base.yaml\nname: r\nalgorithm: {name: decentralized}\n", "",
+       "algorithm.average", "- algorithm.average: true -> (absent)", "absent"},
+      {"via extends", "extends: other-base.yaml\nname: r\n", "", "train.seed", "~ train.seed: 0 -> 9",
+       "other-base.yaml:2:15"},
+      {"via --set", "extends: catalog/team-base.yaml\nname: r\n", "--set-b train.epochs=3", "train.epochs",
+       "~ train.epochs: 2 -> 3", "--set train.epochs=3"},
+  };
+  for (const auto& c : cases) {
+    std::ofstream(dir_ / b) << c.b_text;
+    Said d = bagua("diff a.yaml b.yaml " + c.extra);
+    EXPECT_EQ(d.exit_code, 1) << c.what << ": " << d.all;
+    EXPECT_TRUE(has(d.out, c.value_line)) << c.what << ": " << d.out;
+    EXPECT_TRUE(has(d.out, "    B: " + c.b_from + "\n")) << c.what << ": " << d.out;
+    Said j = bagua("diff a.yaml b.yaml --json " + c.extra);
+    EXPECT_EQ(j.exit_code, 1) << c.what;
+    auto parsed = nlohmann::json::parse(j.out);
+    EXPECT_FALSE(parsed["equal"].get<bool>());
+    bool named = false;
+    for (const auto& item : parsed["differences"])
+      if (item["path"] == c.path) {
+        named = true;
+        EXPECT_EQ(item["b_from"], c.b_from) << c.what;
+      }
+    EXPECT_TRUE(named) << c.what << ": " << j.out;
+  }
+  // A's batch_size is the schema's default.
+  std::ofstream(dir_ / b) << "extends: catalog/team-base.yaml\nname: r\ndata: {batch_size: 8}\n";
+  EXPECT_TRUE(has(bagua("diff a.yaml b.yaml").out, "    A: default\n"));
+  // Written differently, meaning the same: equal, exit 0.
+  std::ofstream(dir_ / b) << "# same meaning\nname: r\ntrain:\n  epochs: 2\nextends: [catalog/team-base.yaml]\n";
+  Said same = bagua("diff a.yaml b.yaml");
+  EXPECT_EQ(same.exit_code, 0) << same.all;
+  EXPECT_TRUE(has(same.out, "same resolved recipe")) << same.out;
+  // A side that is not a recipe is exit 2.
+  EXPECT_EQ(bagua("diff a.yaml missing.yaml").exit_code, bagua::kExitInvalidInput);
+}
+
+}  // namespace
