@@ -12,6 +12,7 @@ It writes (weights from a fixed seed, so only archive metadata differs between r
   recipes/models/tokens.pt      embedding-bag classifier for the JSONL example
   tests/fixtures/models/bn_cnn.pt    CNN with BatchNorm buffers and a "head" layer (end-to-end tests)
   tests/fixtures/models/mlp_small.pt 784-32-10 MLP (end-to-end tests)
+  tests/fixtures/models/mlp_deep.pt  784-256-256-10 ReLU MLP (QAdam and ByteGrad accuracy)
   tests/fixtures/recipes/models/tiny.pt  4-3-2 MLP, a small file for the recipe tests
   tests/fixtures/recipes/data/tiny-tensors.pt  {'input': 4x4, 'target': 4} for the tensors format
 
@@ -102,15 +103,16 @@ def export(model, path):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     export(MLP([784, 256, 10]), os.path.join(root, "recipes", "models", "mlp.pt"))
-    export(MLP([4, 3, 2]), os.path.join(root, "tests", "recipes", "models", "tiny.pt"))
+    export(MLP([4, 3, 2]), os.path.join(root, "tests", "fixtures", "recipes", "models", "tiny.pt"))
     export(CNN(), os.path.join(root, "recipes", "models", "cnn.pt"))
     export(MLP([49, 64, 10]), os.path.join(root, "recipes", "models", "mlp49.pt"))
     export(TokenClassifier(), os.path.join(root, "recipes", "models", "tokens.pt"))
-    export(BNCNN(), os.path.join(root, "tests", "run", "models", "bn_cnn.pt"))
-    export(MLP([784, 32, 10]), os.path.join(root, "tests", "run", "models", "mlp_small.pt"))
+    export(BNCNN(), os.path.join(root, "tests", "fixtures", "models", "bn_cnn.pt"))
+    export(MLP([784, 32, 10]), os.path.join(root, "tests", "fixtures", "models", "mlp_small.pt"))
+    export(MLP([784, 256, 256, 10]), os.path.join(root, "tests", "fixtures", "models", "mlp_deep.pt"))
     torch.manual_seed(0)
     tensors = {"input": torch.rand(4, 4), "target": torch.tensor([0, 1, 1, 0])}
-    path = os.path.join(root, "tests", "recipes", "data", "tiny-tensors.pt")
+    path = os.path.join(root, "tests", "fixtures", "recipes", "data", "tiny-tensors.pt")
     torch.save(tensors, path)
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
     return 0

@@ -68,6 +68,30 @@ TEST_F(AlgorithmRun, ByteGradAndQAdamTrainAsWellWithAQuarterOfTheBytes) {
       << "qadam " << qadam.late_bytes_per_step << " B/step vs " << adam.late_bytes_per_step;
 }
 
+// ReLU models whose units and inputs get exactly zero gradients through the
+// warm-up (784-256-256-10 MLP, the BatchNorm CNN): QAdam's frozen second
+// moment is 0 there, and before the max(v, m^2) protection its steps were
+// m / eps: 10% accuracy and exit 0. One epoch each, against Adam and SGD
+// under gradient_allreduce on the same model and data.
+TEST_F(AlgorithmRun, QAdamAndByteGradKeepTheirAccuracyOnReLUModelsWithSilentUnits) {
+  for (const char* model : {"mlp_deep.pt", "bn_cnn.pt"}) {
+    const std::string m = std::string(model).substr(0, std::string(model).size() - 3);
+    const std::string use = "--set model.torchscript=" + kSource + "/tests/fixtures/models/" + model + " ";
+    Quick sgd = quickstart(m + "_sgd", use);
+    Quick adam = quickstart(m + "_adam", use + "--set 'optimizers=[{type: adam, lr: 0.002}]'");
+    Quick qadam = quickstart(m + "_qadam", use + "--set 'optimizers=[{type: qadam, lr: 0.002, warmup_steps: 100}]' "
+                                                "--set 'algorithm={name: qadam, hierarchical: false}'");
+    Quick bytegrad = quickstart(m + "_bytegrad", use + "--set 'algorithm={name: bytegrad, hierarchical: false}'");
+    EXPECT_GT(sgd.accuracy, 0.75) << model;
+    EXPECT_GT(adam.accuracy, 0.75) << model;
+    EXPECT_GE(qadam.accuracy, adam.accuracy - 0.015) << model << ": qadam " << qadam.accuracy << " vs adam " << adam.accuracy;
+    if (m == "mlp_deep") {  // (the CNN's SGD, cosine-scheduled, ends 1.4 points above its Adam)
+      EXPECT_GE(qadam.accuracy, sgd.accuracy - 0.015) << model << ": qadam " << qadam.accuracy << " vs sgd " << sgd.accuracy;
+    }
+    EXPECT_GE(bytegrad.accuracy, sgd.accuracy - 0.015) << model << ": bytegrad " << bytegrad.accuracy << " vs " << sgd.accuracy;
+  }
+}
+
 // The per-rank algorithms against gradient_allreduce on the quickstart
 // model, one epoch each, 2 workers (hierarchical off: one machine).
 TEST_F(AlgorithmRun, PerRankAlgorithmsTrainWithinTwoPointsOfGradientAllReduce) {

@@ -199,7 +199,9 @@ int scenario_qadam_exact() {
           v.mul_(b2).addcmul_(g, g, 1 - b2);
         }
       }
-      at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(eps);
+      // From step warmup_steps on, the frozen v is protected by max(v, m^2).
+      at::Tensor vv = t_before + 1 >= warmup ? at::maximum(m * m, v) : v;
+      at::Tensor denom = (vv.sqrt() / std::sqrt(bc2)).add_(eps);
       at::Tensor want = p0.at(name).clone().addcdiv_(m, denom, -lr / bc1);
       at::Tensor got = item.value().detach();
       worst = std::max(worst, (got - want).abs().max().item<double>());

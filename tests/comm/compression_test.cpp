@@ -155,6 +155,30 @@ TEST(MinMaxUInt8, ConstantAndZeroChunksComeBack) {
   EXPECT_LT((back - 2.5f).abs().max().item<float>(), 1e-5f);
 }
 
+// Zero's code is exact: the zero-point (-lower) is an integer byte, so an
+// exact 0 comes back as exactly 0 whatever else its chunk holds (only
+// positive values, only negative ones, tiny or huge ranges); QAdam's frozen
+// second moment and ByteGrad's dead units rely on it (docs/algorithms.md).
+TEST(MinMaxUInt8, ExactZerosComeBackExactlyZeroInEveryKindOfChunk) {
+  const int64_t n = 4099;
+  for (int kind = 0; kind < 6; ++kind) {
+    at::Tensor x = random_values(n, 11 + kind);
+    if (kind == 1) x = x.abs() + 0.5f;              // positive only
+    if (kind == 2) x = -(x.abs() + 0.5f);           // negative only
+    if (kind == 3) x = x * 1e-30f;                  // tiny range
+    if (kind == 4) x = x * 1e30f;                   // huge range
+    if (kind == 5) x = (x.abs() + 1.0f) * 1e-20f;   // tiny and positive
+    at::Tensor zero_at = at::rand({n}, at::TensorOptions().dtype(at::kFloat)) < 0.3;
+    x.masked_fill_(zero_at, 0.0f);
+    for (int64_t chunks : {1, 3, 8}) {
+      at::Tensor back = at::empty({n});
+      MinMaxUInt8::decompress(MinMaxUInt8::compress(x, chunks), back, chunks);
+      EXPECT_EQ(back.masked_select(zero_at).abs().max().item<float>(), 0.0f)
+          << "kind " << kind << ", " << chunks << " chunks";
+    }
+  }
+}
+
 TEST(MinMaxUInt8, NonFiniteChunksAreMarkedAndFoundNeverQuantised) {
   const int64_t n = 1000, chunks = 4;
   for (float bad : {NAN, INFINITY, -INFINITY}) {

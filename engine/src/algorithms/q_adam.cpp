@@ -132,7 +132,19 @@ at::Tensor QAdamOptimizer::step(LossClosure closure) {
       // across steps: a fresh tensor per step costs page faults on big models.
       at::Tensor& denom = denominators_[p.unsafeGetTensorImpl()];
       if (!denom.defined() || !denom.is_same_size(p) || denom.device() != p.device()) denom = at::empty_like(p);
-      at::sqrt_out(denom, state.exp_avg_sq()).div_(std::sqrt(bias_correction2)).add_(options.eps());
+      if (state.step() < options.warmup_steps()) {
+        at::sqrt_out(denom, state.exp_avg_sq());
+      } else {
+        // The frozen v is protected: max(v, m^2) stands in for it, so an
+        // entry whose gradient was (near) zero through the warm-up (a ReLU
+        // unit that woke later, an input that was always 0, the 8-bit
+        // momentum's rounding) steps by at most about lr, as Adam's steps
+        // are bounded, instead of m / eps. v itself stays frozen.
+        at::mul_out(denom, state.exp_avg(), state.exp_avg());
+        at::maximum_out(denom, denom, state.exp_avg_sq());
+        denom.sqrt_();
+      }
+      denom.div_(std::sqrt(bias_correction2)).add_(options.eps());
       p.addcdiv_(state.exp_avg(), denom, -options.lr() / bias_correction1);
     }
   }
