@@ -39,7 +39,10 @@ TEST(MetricsRecords, EveryKindRoundTrips) {
   s.nonfinite_skips = 1;
   s.padding = 0.125;
   s.lrs = {0.1, 0.01};
+  s.diverging = true;
   const StepRecord s2 = round_trip(s);
+  EXPECT_TRUE(s2.diverging);
+  EXPECT_FALSE(round_trip(StepRecord{}).diverging);
   EXPECT_EQ(s2.step, 50);
   EXPECT_EQ(s2.epoch, 2);
   EXPECT_DOUBLE_EQ(s2.loss, 0.25);

@@ -333,6 +333,72 @@ pid_t start_bagua_run(const std::string& args, const fs::path& out) {
   return pid;
 }
 
+// A learning rate raised far too high sends the loss back to chance (2.3
+// for 10 classes) after it had fallen: the run still exits 0, as the recipe asked,
+// but never without a word: the records are flagged and the log warns.
+TEST_F(RunTest, ALossThatClimbsBackToChanceIsFlaggedNotSilent) {
+  // lr 0.05 for 120 steps (it learns), then 50 times that.
+  RunOutcome r = bagua_run(write_recipe("diverge") + " --set 'scheduler={type: step, step_size: 120, gamma: 50}'"
+                           " --set train.max_steps=240 --set train.log_every_steps=20"
+                           " --set checkpoint.every_steps=null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("WARNING: the training loss is diverging: step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("WARNING: this run's training loss diverged"), std::string::npos) << r.output;
+  int flagged = 0;
+  for (const auto& j : metrics(dir_ / "diverge" / "metrics.jsonl")) flagged += j.value("diverging", false) ? 1 : 0;
+  EXPECT_GE(flagged, 2) << r.output;
+
+  RunOutcome calm = bagua_run(write_recipe("calm") + " --set train.max_steps=240 --set train.log_every_steps=20");
+  ASSERT_EQ(calm.exit_code, 0) << calm.output;
+  EXPECT_EQ(calm.output.find("diverg"), std::string::npos) << calm.output;
+  for (const auto& j : metrics(dir_ / "calm" / "metrics.jsonl")) EXPECT_FALSE(j.contains("diverging")) << j.dump();
+}
+
+// Async ranks read a stop at different steps: they must agree on one, so
+// the checkpoint holds every rank's file (issue 26: each rank saved its own
+// step, meta.json listed a rank-1.pt that was elsewhere, and the resume
+// went on silently with rank 0's state for rank 1). Evaluations and
+// checkpoints every few steps give the ranks collectives to meet at.
+TEST_F(RunTest, SigtermUnderAsyncStopsEveryRankAtOneStepWithAllRankFiles) {
+  std::string recipe = write_recipe("async_stop");
+  const std::string sets =
+      " --set 'algorithm={name: async, sync_interval_ms: 5}' --set train.log_every_steps=2"
+      " --set 'data.eval={format: idx, images: " + kFmnist + "t10k-images-idx3-ubyte.gz, labels: " + kFmnist +
+      "t10k-labels-idx1-ubyte.gz}' --set train.eval_every=5 --set checkpoint.every_steps=7";
+  fs::path out = dir_ / "async_stop.out";
+  pid_t pid = start_bagua_run(recipe + sets + " --set train.max_steps=100000", out);
+  fs::path metrics_file = dir_ / "async_stop" / "metrics.jsonl";
+  for (int i = 0; i < 600 && metrics(metrics_file).size() < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(metrics(metrics_file).size(), 12u) << slurp(out);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string text = slurp(out);
+  ASSERT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 130) << text;
+  ASSERT_NE(text.find("stopped by a signal at step"), std::string::npos) << text;
+  fs::path newest;
+  for (const auto& e : fs::directory_iterator(dir_ / "async_stop" / "checkpoints")) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.rfind(".step-", 0), std::string::npos) << "a leftover " << name << "\n" << text;
+    if (name.rfind("step-", 0) == 0 && (newest.empty() || name > newest.filename().string())) newest = e.path();
+  }
+  ASSERT_FALSE(newest.empty()) << text;
+  auto meta = nlohmann::json::parse(slurp((newest / "meta.json").string()));
+  for (const char* file : {"rank-0.pt", "rank-1.pt"}) {
+    EXPECT_TRUE(meta["files"].contains(file)) << meta.dump();
+    EXPECT_TRUE(fs::exists(newest / file)) << file << " of " << newest << "\n" << text;
+  }
+  const int64_t step = meta["step"];
+  RunOutcome resumed = bagua_run(recipe + sets + " --set train.max_steps=" + std::to_string(step + 6));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + newest.string()), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("WARNING: checkpoint"), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("did not finish writing"), std::string::npos) << resumed.output;
+}
+
+
 // One run per output directory: a second is refused, naming the first; and
 // the workers die with their supervisor, even one killed outright.
 TEST_F(RunTest, AnOutputDirectoryHasOneRunAndWorkersDieWithTheirSupervisor) {

@@ -74,6 +74,46 @@ int stop_vote_async() {
   return c.finish();
 }
 
+// Asynchronous ranks agree where to stop: rank 0 steps slowly, rank 1
+// fast and asks to stop at its step `ask`; every 7 steps both meet at a
+// control collective (an evaluation's stand-in) that checks they are at the
+// same step. Both must stop at the same step, never inside a collective
+// the other skipped. `ask` 9 lands the stop between two collectives (rank 1
+// waits at step 14 while rank 0 reads it), 14 at a collective.
+int stop_vote_async_agree(int64_t ask) {
+  bagua::init_process_group();
+  const int rank = bagua::get_rank();
+  WorkerChecks c(rank);
+  auto control = gloo_twin();
+  bagua::train::StopVote vote(gloo_twin(), /*synchronous=*/false);
+  int64_t step = 0, stopped_at = -1;
+  bool collectives_matched = true;
+  while (step < 200) {
+    const auto at = vote.poll_async(rank == 1 && step >= ask, step);
+    if (at && step >= *at) {
+      stopped_at = step;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rank == 0 ? 15 : 1));
+    ++step;
+    if (step % 7 == 0) {
+      vote.enter_collective(rank == 1 && step >= ask, step);
+      at::Tensor steps = torch::tensor({static_cast<double>(step), -static_cast<double>(step)}, torch::kDouble);
+      bagua::allreduce(steps, bagua::ReduceOp::MAX, control);
+      if (steps[0].item<double>() != -steps[1].item<double>()) collectives_matched = false;
+    }
+  }
+  vote.drain(control);
+  c.expect(stopped_at >= ask, "rank " + std::to_string(rank) + " stopped at " + std::to_string(stopped_at) +
+                                  ", not before the stop was asked at " + std::to_string(ask));
+  c.expect(collectives_matched, "every control collective met both ranks at the same step");
+  at::Tensor mine = torch::tensor({static_cast<double>(stopped_at), -static_cast<double>(stopped_at)}, torch::kDouble);
+  bagua::allreduce(mine, bagua::ReduceOp::MAX, control);
+  c.expect(mine[0].item<double>() == -mine[1].item<double>(),
+           "both ranks stopped at the same step (this one at " + std::to_string(stopped_at) + ")");
+  return c.finish();
+}
+
 // The window sums over the ranks: rank r adds losses r+1 and r+1.
 int metrics_window() {
   bagua::init_process_group();
@@ -146,6 +186,8 @@ int run_scenario(const std::string& name) {
   return bagua::testing::dispatch_scenario(name, {{"stop_vote_sync", stop_vote_sync},
                                                   {"stop_vote_async", stop_vote_async},
                                                   {"metrics_window", metrics_window},
+                                                  {"stop_async_between", [] { return stop_vote_async_agree(9); }},
+                                                  {"stop_async_at_collective", [] { return stop_vote_async_agree(14); }},
                                                   {"guard_skip", guard_skip},
                                                   {"guard_stop_names_the_culprit", guard_stop_names_the_culprit}});
 }

@@ -66,6 +66,14 @@ TEST(StopVote, AsynchronousRanksNeverWaitForEachOtherAndAgreeAtTheEnd) {
   expect_all_checks_passed(run_workers("stop_vote_async", 2), 2);
 }
 
+// Asynchronous ranks at different paces stop at one agreed step, with a
+// control collective in between that both must meet (issue 26: each rank
+// saved its own step, and one's evaluation met the other's checkpoint).
+TEST(StopVote, AsynchronousRanksAgreeOnOneStepToStopAt) {
+  expect_all_checks_passed(run_workers("stop_async_between", 2), 2);
+  expect_all_checks_passed(run_workers("stop_async_at_collective", 2), 2);
+}
+
 TEST(MetricsWindow, MeanLossRateBytesAndPaddingOfOneWindow) {
   bagua::train::MetricsWindow window(at::Device(at::kCPU), 1000);
   EXPECT_EQ(window.steps(), 0);
@@ -89,6 +97,34 @@ TEST(MetricsWindow, MeanLossRateBytesAndPaddingOfOneWindow) {
   EXPECT_EQ(next.comm_bytes, 0);
   EXPECT_DOUBLE_EQ(next.mean_loss, 0.0);
   EXPECT_EQ(window.steps(), 0);
+}
+
+// The documented rule: more than 1.5 times the best earlier record and above
+// the first; a run that only learns, or is noisy near its best, never
+// trips it; non-finite losses are not counted.
+TEST(DivergenceWatch, FlagsALossFarAboveItsBestAndAboveWhereItStarted) {
+  bagua::train::DivergenceWatch steady;
+  for (double loss : {2.3, 1.2, 0.8, 0.5, 0.9, 0.6, 0.45}) EXPECT_FALSE(steady.add(100, loss)) << loss;
+  EXPECT_FALSE(steady.ever());
+
+  bagua::train::DivergenceWatch near_zero;  // far above the best, but still below the first record
+  for (double loss : {1.0, 0.01, 0.03, 0.5}) EXPECT_FALSE(near_zero.add(100, loss)) << loss;
+
+  bagua::train::DivergenceWatch qadam;  // the 10%-accuracy QAdam run of issue 26, as it was logged
+  EXPECT_FALSE(qadam.add(100, 1.1555));
+  EXPECT_FALSE(qadam.add(150, std::numeric_limits<double>::quiet_NaN()));
+  EXPECT_TRUE(qadam.add(200, 6.4e25));
+  EXPECT_TRUE(qadam.add(300, 6.7e11));
+  EXPECT_TRUE(qadam.ever());
+  EXPECT_NE(qadam.first().find("step 200"), std::string::npos) << qadam.first();
+  EXPECT_NE(qadam.first().find("1.1555 at step 100"), std::string::npos) << qadam.first();
+
+  bagua::train::DivergenceWatch back_to_chance;  // finite, useless: back to ln(10)
+  for (double loss : {1.9, 0.9, 0.7}) EXPECT_FALSE(back_to_chance.add(1, loss));
+  EXPECT_TRUE(back_to_chance.add(1, 2.302));
+
+  bagua::train::DivergenceWatch fine_tuning;  // starts low: noise above the first record is not enough
+  for (double loss : {0.30, 0.25, 0.27, 0.32, 0.31}) EXPECT_FALSE(fine_tuning.add(1, loss)) << loss;
 }
 
 TEST(MetricsWindow, TwoRanksSumTheirWindows) { expect_all_checks_passed(run_workers("metrics_window", 2), 2); }

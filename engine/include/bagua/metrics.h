@@ -33,6 +33,7 @@ struct StepRecord {
   std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
   std::optional<double> padding;  // padded token sequences: the share of input elements that were padding
   std::vector<double> lrs;  // every optimizer's lr, in recipe order, when there are several (else empty)
+  bool diverging = false;   // the loss rose far above its best (docs/run.md); "diverging": true only when set
 };
 
 struct EvalRecord {

@@ -53,6 +53,7 @@ json step_json(const StepRecord& r) {
   if (r.nonfinite_skips) j["nonfinite_skips"] = *r.nonfinite_skips;
   if (r.padding) j["padding"] = *r.padding;
   if (!r.lrs.empty()) j["lrs"] = r.lrs;
+  if (r.diverging) j["diverging"] = true;
   return j;
 }
 
@@ -82,6 +83,10 @@ StepRecord step_from(const json& j, const std::string& where) {
   r.comm_bytes = integer_or(j, "comm_bytes", 0, where);
   if (j.contains("nonfinite_skips")) r.nonfinite_skips = integer(j, "nonfinite_skips", where);
   if (j.contains("padding")) r.padding = number(j, "padding", where);
+  if (j.contains("diverging")) {
+    if (!j["diverging"].is_boolean()) throw Error(where + ": \"diverging\" is not true or false", true);
+    r.diverging = j["diverging"].get<bool>();
+  }
   if (j.contains("lrs")) {
     if (!j["lrs"].is_array()) throw Error(where + ": \"lrs\" is not a list", true);
     for (const auto& v : j["lrs"]) r.lrs.push_back(v.is_number() ? v.get<double>() : NAN);
@@ -189,6 +194,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const Record& re
     for (size_t i = 0; i < r->lrs.size(); ++i) s.emplace_back("train/lr/" + std::to_string(i), r->lrs[i]);
     if (r->nonfinite_skips) s.emplace_back("train/nonfinite_skips", static_cast<double>(*r->nonfinite_skips));
     if (r->padding) s.emplace_back("train/padding", *r->padding);
+    if (r->diverging) s.emplace_back("train/diverging", 1.0);
   } else if (const auto* e = std::get_if<EvalRecord>(&record)) {
     s = {{"eval/loss", e->eval_loss}};
     if (e->eval_accuracy) s.emplace_back("eval/accuracy", *e->eval_accuracy);

@@ -585,6 +585,20 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                      const RankState& rank) {
   const fs::path file = fs::path(where) / ("rank-" + std::to_string(get_rank()) + ".pt");
+  if (!fs::exists(file) && (rank.model || rank.load_algorithm)) {
+    // Listed but absent: written on another machine (checkpoints of several
+    // machines need one shared directory). Never silent: this rank goes on
+    // with rank 0's model and optimizer state.
+    std::ifstream in(fs::path(where) / "meta.json");
+    nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (meta.is_object() && meta.contains("files") && meta["files"].is_object() &&
+        meta["files"].contains(file.filename().string())) {
+      std::fprintf(stderr,
+                   "WARNING: checkpoint %s lists %s but it is not on this machine: rank %d resumes with rank 0's "
+                   "model and optimizer state, its own is lost (give every node the same checkpoint directory)\n",
+                   where.c_str(), file.filename().c_str(), get_rank());
+    }
+  }
   if (!fs::exists(file)) {
     // Written before rank files existed: only the RNG was per rank.
     const fs::path rng = fs::path(where) / ("rng-rank-" + std::to_string(get_rank()) + ".pt");

@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace bagua::train {
 
@@ -36,6 +38,30 @@ MetricsWindow::Figures MetricsWindow::close(int64_t bytes_sent, const ProcessGro
   bytes_start_ = bytes_sent;
   start_ = now;
   return f;
+}
+
+bool DivergenceWatch::add(int64_t step, double mean_loss) {
+  if (!std::isfinite(mean_loss)) return false;
+  bool diverging = false;
+  if (!first_loss_) {
+    first_loss_ = mean_loss;
+  } else if (mean_loss > 1.5 * *best_loss_ && mean_loss > *first_loss_) {
+    diverging = true;
+    if (first_.empty()) {
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "step %lld: mean loss %.6g is more than 1.5 times the best (%.6g at step %lld) and above the "
+                    "first record's (%.6g)",
+                    static_cast<long long>(step), mean_loss, *best_loss_, static_cast<long long>(best_step_),
+                    *first_loss_);
+      first_ = line;
+    }
+  }
+  if (!best_loss_ || mean_loss < *best_loss_) {
+    best_loss_ = mean_loss;
+    best_step_ = step;
+  }
+  return diverging;
 }
 
 }  // namespace bagua::train

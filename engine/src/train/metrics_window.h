@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace bagua::train {
 
@@ -55,6 +56,26 @@ class MetricsWindow {
   bool token_input_ = false;           // token sequences, whose padding is reported
   int64_t bytes_start_ = 0;
   std::chrono::steady_clock::time_point start_;
+};
+
+// A training loss that rose far above its best (docs/run.md, "Failures
+// and signals"): a record is diverging when its mean loss is finite, more
+// than 1.5 times the lowest mean of the run's earlier records, and above the
+// run's first record (it has climbed back past where training started).
+// Records of a resumed run count from the resume. Non-finite losses are
+// train.on_nonfinite's business and are not counted here.
+class DivergenceWatch {
+ public:
+  // This record's mean loss; returns whether it is diverging.
+  bool add(int64_t step, double mean_loss);
+  // The first diverging record, described for the log ("" when none).
+  const std::string& first() const { return first_; }
+  bool ever() const { return !first_.empty(); }
+
+ private:
+  std::optional<double> first_loss_, best_loss_;
+  int64_t best_step_ = 0;
+  std::string first_;
 };
 
 }  // namespace bagua::train

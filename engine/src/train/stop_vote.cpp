@@ -27,19 +27,53 @@ bool StopVote::poll(bool stop_here) {
   bool stop_now = false;
   if (pending_) {
     if (!synchronous_ && !work_.is_completed()) return false;
-    work_.wait();
-    pending_ = false;
-    stop_now = flag_.item<double>() > 0;
+    stop_now = read().stop;
   }
   cast(stop_here);
   return stop_now;
 }
 
-void StopVote::cast(bool stop) {
-  flag_ = torch::tensor({stop ? 1.0 : 0.0}, torch::kDouble);
+std::optional<int64_t> StopVote::poll_async(bool stop_here, int64_t step) {
+  if (stop_at_) return stop_at_;
+  if (pending_) {
+    if (!work_.is_completed()) return std::nullopt;
+    if (read().stop) return agree(step);
+  }
+  cast(stop_here, /*away=*/true, step);
+  return std::nullopt;
+}
+
+std::optional<int64_t> StopVote::enter_collective(bool stop_here, int64_t step) {
+  if (synchronous_) return std::nullopt;
+  if (stop_at_) return stop_at_;
+  for (;;) {
+    if (!pending_) cast(stop_here || stop_requested_here(), /*away=*/false, step);
+    const Ballot b = read();
+    if (b.stop) return agree(step);
+    if (!b.anyone_away) return std::nullopt;
+    stop_here = false;  // cast once; the flag is read again each time round
+  }
+}
+
+void StopVote::cast(bool stop, bool away, int64_t step) {
+  flag_ = torch::tensor({stop ? 1.0 : 0.0, away ? 1.0 : 0.0, static_cast<double>(step)}, torch::kDouble);
   work_ = allreduce_async(flag_, ReduceOp::MAX, group_);
   pending_ = true;
   ++votes_cast_;
+}
+
+StopVote::Ballot StopVote::read() {
+  work_.wait();
+  pending_ = false;
+  const auto* v = flag_.data_ptr<double>();
+  return Ballot{v[0] > 0, v[1] > 0, static_cast<int64_t>(v[2])};
+}
+
+// Every rank read the same stop in the same vote, and casts this one next.
+int64_t StopVote::agree(int64_t step) {
+  cast(false, false, step);
+  stop_at_ = read().step;
+  return *stop_at_;
 }
 
 // At the end the ranks may have cast different numbers of votes (an async

@@ -13,6 +13,18 @@
 //
 // The signal handlers only set a flag (request_stop_on_signals()); the
 // vote carries it to every rank.
+//
+// Asynchronous ranks read a stop at different steps, so they must also
+// agree on where to stop (else each would save its own step, and one
+// rank's evaluation could meet another's checkpoint collectives). Each
+// vote carries (stop, away, step), reduced by MAX: a rank that reads a
+// stop casts one more vote with its step and waits for it (agree()); all
+// stop at S, the largest of those steps, those behind stepping on to it.
+// No control collective (evaluation, checkpoint, end of run) lies between
+// the ranks' steps, because a rank passes one only with every other; and
+// no rank enters one while a peer may still read a stop before it:
+// enter_collective() keeps voting, without stepping, until a vote says
+// every rank is at the collective (away = 0 everywhere), or says stop.
 #pragma once
 
 #include <bagua/communication.h>
@@ -20,6 +32,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace bagua::train {
 
@@ -40,6 +53,18 @@ class StopVote {
   // asynchronous, the latest one every rank has cast). Collective.
   bool poll(bool stop_here);
 
+  // Asynchronous ranks, at the top of each step (`step`: steps done):
+  // casts and reads votes as poll() does; returns the step S every rank
+  // stops at once they agreed (then always), else nothing. A rank stops
+  // when its steps done reach S.
+  std::optional<int64_t> poll_async(bool stop_here, int64_t step);
+
+  // Asynchronous ranks, before a control collective after `step` steps
+  // (evaluation, checkpoint, the end): returns S when the ranks agreed to
+  // stop (S == step then; the collective still runs), else nothing, once
+  // every rank is there. Synchronous ranks: nothing, at once.
+  std::optional<int64_t> enter_collective(bool stop_here, int64_t step);
+
   // Matches the ranks' vote counts (over `control`) and waits for every
   // vote in flight. Collective; call once, at the end.
   void drain(const ProcessGroupPtr& control);
@@ -47,14 +72,22 @@ class StopVote {
   int64_t votes_cast() const { return votes_cast_; }
 
  private:
-  void cast(bool stop);
+  struct Ballot {
+    bool stop = false;
+    bool anyone_away = false;
+    int64_t step = 0;
+  };
+  void cast(bool stop, bool away = true, int64_t step = 0);
+  Ballot read();
+  int64_t agree(int64_t step);
 
   ProcessGroupPtr group_;
   bool synchronous_;
-  at::Tensor flag_;
+  at::Tensor flag_;  // (stop, away, step), MAX over the ranks
   Work work_;
   bool pending_ = false;
   int64_t votes_cast_ = 0;
+  std::optional<int64_t> stop_at_;  // asynchronous: the agreed step
 };
 
 }  // namespace bagua::train

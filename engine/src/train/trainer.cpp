@@ -89,6 +89,8 @@ class Worker {
   void train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& samples);
   void after_step(int64_t epoch, int64_t b, bool epoch_ends);
   void stop_at(const train::Position& at);
+  bool stop_due();
+  void before_collective();
   void finish();
   void evaluate(int64_t epoch);
   void save(const train::Position& at);
@@ -126,6 +128,7 @@ class Worker {
   std::unique_ptr<train::StopVote> stop_vote_;
   std::unique_ptr<train::NonFiniteGuard> guard_;
   std::unique_ptr<train::MetricsWindow> window_;
+  train::DivergenceWatch divergence_;
   std::unique_ptr<train::ReplicaAverage> average_;
   std::unique_ptr<train::TestFaults> faults_;  // null unless a test plants one
   std::unique_ptr<train::ProgressReporter> progress_;  // step and phase, for bagua run's stall watch
@@ -318,7 +321,7 @@ void Worker::loop() {
       progress_->step(pos_.step);
       trace_->begin_step(pos_.step + 1);
       phase(train::Phase::kCoordination, "control: stop vote");
-      if (stop_vote_->poll(train::stop_requested_here())) return stop_at({pos_.step, epoch, b});
+      if (stop_due()) return stop_at({pos_.step, epoch, b});
       train_step(epoch, b, batches[b]);
       after_step(epoch, b, b + 1 == count);
       trace_->end_step();
@@ -328,7 +331,9 @@ void Worker::loop() {
       break;
     }
     outcome_.epochs_completed = epoch + 1;
-    if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kEpoch) evaluate(epoch);
+    const bool epoch_eval = recipe_.train.eval_every.kind == EvalSchedule::Kind::kEpoch;
+    if (epoch_eval || (!recipe_.checkpoint.every_steps && pos_.step < total_)) before_collective();
+    if (epoch_eval) evaluate(epoch);
     pos_ = {pos_.step, epoch + 1, 0};
     if (!recipe_.checkpoint.every_steps && pos_.step < total_) save(pos_);
   }
@@ -372,12 +377,29 @@ void Worker::after_step(int64_t epoch, int64_t b, bool epoch_ends) {
     log_->tick(pos_.step, epoch + 1);
   }
   report_autotune();
-  if (recipe_.train.eval_every.kind == EvalSchedule::Kind::kSteps && pos_.step % recipe_.train.eval_every.steps == 0) {
-    evaluate(epoch);
-  }
-  if (recipe_.checkpoint.every_steps && pos_.step % *recipe_.checkpoint.every_steps == 0 && pos_.step < total_) {
-    save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0} : train::Position{pos_.step, epoch, b + 1});
-  }
+  const bool eval_due =
+      recipe_.train.eval_every.kind == EvalSchedule::Kind::kSteps && pos_.step % recipe_.train.eval_every.steps == 0;
+  const bool save_due =
+      recipe_.checkpoint.every_steps && pos_.step % *recipe_.checkpoint.every_steps == 0 && pos_.step < total_;
+  if (eval_due || save_due) before_collective();
+  if (eval_due) evaluate(epoch);
+  if (save_due) save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0} : train::Position{pos_.step, epoch, b + 1});
+}
+
+// Whether every rank agreed to stop at this step boundary (a signal). The
+// ranks of synchronous algorithms read the same vote at the same step; those
+// of asynchronous ones agree on a step and stop there (stop_vote.h).
+bool Worker::stop_due() {
+  if (algorithm_->traits.synchronous) return stop_vote_->poll(train::stop_requested_here());
+  const auto at = stop_vote_->poll_async(train::stop_requested_here(), pos_.step);
+  return at && pos_.step >= *at;
+}
+
+// Asynchronous ranks meet here before an evaluation, a checkpoint or the
+// end, so that none is inside one while a peer stops short of it.
+void Worker::before_collective() {
+  phase(train::Phase::kCoordination, "control: stop vote");
+  stop_vote_->enter_collective(train::stop_requested_here(), pos_.step);
 }
 
 // Every rank agreed to stop (a signal): a checkpoint at this step boundary.
@@ -408,7 +430,13 @@ void Worker::record_window(int64_t epoch) {
   if (recipe_.train.on_nonfinite == OnNonFinite::kSkipStep) r.nonfinite_skips = guard_->skips();
   r.padding = w.padding;
   if (built_.optimizers.size() > 1) r.lrs = train::current_lrs(built_.optimizers);
+  const bool seen_before = divergence_.ever();
+  r.diverging = divergence_.add(r.step, r.loss);
   log_->step(r);
+  if (r.diverging && !seen_before) {
+    log_->say("WARNING: the training loss is diverging: " + divergence_.first() +
+              " (a lower learning rate, a longer warm-up, or another algorithm may help)");
+  }
 }
 
 // bucket_size: auto: once the module has chosen, says what it tried and
@@ -478,6 +506,7 @@ void Worker::evaluate(int64_t epoch) {
 }
 
 void Worker::finish() {
+  if (!outcome_.stopped) before_collective();
   phase(train::Phase::kFinishing);
   guard_->check_window(window_->loss_sum(), pos_.step);
   finishing_ = true;
@@ -536,6 +565,10 @@ void Worker::write_model() {
       train::save_module(host, (out_dir_ / "model.pt").string());
     }
     log_->say("done: " + std::to_string(pos_.step) + " steps; model in " + (out_dir_ / "model.pt").string());
+    if (divergence_.ever()) {
+      log_->say("WARNING: this run's training loss diverged (" + divergence_.first() +
+                "); the model may be useless: check the metrics' \"diverging\" records");
+    }
   });
 }
 
