@@ -6,7 +6,10 @@
 #include <bagua/data.h>
 
 #include "data/dataset_impl.h"
+#include "store/key_sharding.h"
 #include "store/redis_test_support.h"
+#include "store/sample_codec.h"
+#include "store/value_frame.h"
 
 #include <gtest/gtest.h>
 
@@ -141,6 +144,30 @@ TEST(CachedDataset, EvictedCorruptAndForeignEntriesFallBackToTheSource) {
   for (const auto& b : kBatches) expect_same_batch(foreign.get_batch(b), other->get_batch(b));
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_NE(warnings[1].find("another data set"), std::string::npos) << warnings[1];
+}
+
+// Entries of this data set's tag whose sample is shaped or typed unlike the
+// source's (a shorter or longer feature row, another dtype) are malformed:
+// decoded from the source, never padded as if they were token sequences.
+TEST(CachedDataset, EntriesShapedUnlikeTheSourceAreMalformedNotPadded) {
+  auto server = start_test_server();
+  std::vector<std::string> warnings;
+  auto source = float_dataset(24);
+  const uint64_t tag = bagua::store::fnv1a_64(source->describe() + "\n");
+  auto raw = connect_to(*server);
+  Batch longer{at::rand({1, 3, 5}), at::zeros({1}, at::kLong)};
+  Batch as_tokens{at::ones({1, 7}, at::kLong), at::zeros({1}, at::kLong)};
+  Batch other_dtype{at::rand({1, 3, 4}).to(at::kDouble), at::zeros({1}, at::kLong)};
+  raw->command({"SET", "s_3", bagua::store::frame_value(bagua::data::encode_sample(longer, tag))});
+  raw->command({"SET", "s_5", bagua::store::frame_value(bagua::data::encode_sample(as_tokens, tag))});
+  raw->command({"SET", "s_7", bagua::store::frame_value(bagua::data::encode_sample(other_dtype, tag))});
+  raw->command({"SET", "s_9", bagua::store::frame_value(bagua::data::encode_sample(source->get_batch({9}), tag))});  // a good one
+  CachedDataset cached(source, loader_options({server.get()}, "s", &warnings));
+  const int64_t decoded_before = source->decoded;
+  expect_same_batch(cached.get_batch({3, 5, 7, 9}), source->get_batch({3, 5, 7, 9}));
+  EXPECT_EQ(source->decoded - decoded_before, 3 + 4) << "3 malformed entries from the source, then the reference batch";
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("is not a sample"), std::string::npos) << warnings[0];
 }
 
 TEST(CachedDataset, AKilledServerGivesTheSourceBatches) {

@@ -168,6 +168,11 @@ class CachedDataset : public Dataset {
   std::shared_ptr<CacheLoader> loader_;
   CachedDatasetOptions options_;
   uint64_t tag_;
+  // The source's sample 0 (when there is one): a cached entry must have its
+  // dtypes and shapes (a token sequence may differ only in length), else
+  // it is malformed and decoded from the source again.
+  Batch reference_;
+  bool fits_source(const Batch& sample) const;
 };
 
 }  // namespace bagua

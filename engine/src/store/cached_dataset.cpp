@@ -51,6 +51,20 @@ CachedDataset::CachedDataset(std::shared_ptr<Dataset> dataset, std::shared_ptr<C
   if (!dataset_ || !loader_) throw InvalidArgument("CachedDataset: a dataset and a cache loader are needed");
   tag_ = store::fnv1a_64(dataset_->describe() + "\n" + options_.source_identity);
   set_complexities(dataset_->complexities());
+  if (dataset_->size() > 0) reference_ = dataset_->get_batch({0});
+}
+
+// Same dtypes and shapes as the source's samples; int64 sequences ([1, L],
+// the token formats) may differ in L, as the source's own do.
+bool CachedDataset::fits_source(const Batch& sample) const {
+  if (!reference_.input.defined()) return true;
+  const at::Tensor &in = sample.input, &want = reference_.input;
+  if (in.scalar_type() != want.scalar_type() || sample.target.scalar_type() != reference_.target.scalar_type() ||
+      sample.target.sizes() != reference_.target.sizes() || in.dim() != want.dim()) {
+    return false;
+  }
+  if (in.sizes() == want.sizes()) return true;
+  return want.scalar_type() == at::kLong && want.dim() == 2 && in.size(0) == 1;
 }
 
 CachedDataset::CachedDataset(std::shared_ptr<Dataset> dataset, CacheOptions cache, CachedDatasetOptions options)
@@ -67,6 +81,9 @@ Batch CachedDataset::get_batch(const std::vector<int64_t>& indices) const {
   for (size_t k = 0; k < indices.size(); ++k) {
     if (values[k]) {
       data::DecodedSample decoded = data::decode_sample(*values[k], tag_);
+      if (decoded.status == data::SampleStatus::kOk && !fits_source(decoded.sample)) {
+        decoded.status = data::SampleStatus::kMalformed;
+      }
       if (decoded.status == data::SampleStatus::kOk) {
         samples[k] = std::move(decoded.sample);
         continue;
