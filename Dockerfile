@@ -34,17 +34,25 @@ RUN bash /tmp/install-deps.sh --runtime && rm -rf /tmp/install-deps.sh /var/lib/
 
 FROM build-deps AS build
 ARG BAGUA_TESTS=OFF
-# Where the sources go. The unity build's batch files include each source
-# by its absolute path, so a compiler cache filled by a checkout elsewhere
-# hits only when the path is the same: scripts/docker-test.sh passes its own.
+# Where the sources are built. The unity build's batch files include each
+# source by its absolute path, so a compiler cache filled by a checkout
+# elsewhere hits only when the path is the same: scripts/docker-test.sh
+# passes its own. The sources are always copied to /src and moved inside the
+# RUN: a WORKDIR or COPY naming ${BAGUA_SRC} is cached by podman on its text,
+# not the argument's value, so a layer cache made with another path gave an
+# empty build directory (issue 26). Whatever path, the result is the same.
 ARG BAGUA_SRC=/src
-WORKDIR ${BAGUA_SRC}
-COPY . .
-RUN if [ -d /ccache ]; then export CCACHE_DIR=/ccache; fi \
- && BAGUA_CCACHE_STATS=1 bash scripts/build.sh -DBAGUA_BUILD_TESTS=$BAGUA_TESTS -DBAGUA_BUILD_BENCH=OFF \
-      -DCMAKE_INSTALL_PREFIX=/opt/bagua \
- && if [ "$BAGUA_TESTS" = ON ]; then ctest --test-dir build --output-on-failure -j "$(nproc)"; fi \
- && cmake --install build > /dev/null
+COPY . /src
+RUN set -e; \
+    if [ "$BAGUA_SRC" != /src ]; then \
+      mkdir -p "$(dirname "$BAGUA_SRC")"; rm -rf "$BAGUA_SRC"; mv /src "$BAGUA_SRC"; \
+    fi; \
+    cd "$BAGUA_SRC"; \
+    if [ -d /ccache ]; then export CCACHE_DIR=/ccache; fi; \
+    BAGUA_CCACHE_STATS=1 bash scripts/build.sh -DBAGUA_BUILD_TESTS=$BAGUA_TESTS -DBAGUA_BUILD_BENCH=OFF \
+      -DCMAKE_INSTALL_PREFIX=/opt/bagua; \
+    if [ "$BAGUA_TESTS" = ON ]; then ctest --test-dir build --output-on-failure -j "$(nproc)"; fi; \
+    cmake --install build > /dev/null
 
 FROM runtime-deps AS runtime
 COPY --from=build /opt/bagua /usr/local

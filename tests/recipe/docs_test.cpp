@@ -47,5 +47,26 @@ TEST(RecipeDocs, ReferenceNamesEverySchemaKey) {
         << key << " is in the schema but not in docs/recipes.md (run scripts/gen_recipe_docs.py)";
 }
 
+// Podman caches a WORKDIR, COPY or ADD layer on the instruction's text, not
+// on the value of a build argument it names, so `WORKDIR ${BAGUA_SRC}` built
+// with one path was reused for another and the build ran where nothing had
+// been copied (issue 26: the README's `podman build -t bagua .` failed
+// after scripts/test.sh's image build). No instruction that places files
+// may name a build argument; RUN, whose environment has the value, may.
+TEST(Dockerfile, NoInstructionThatPlacesFilesNamesABuildArgument) {
+  std::ifstream in(std::string(BAGUA_SOURCE_DIR) + "/Dockerfile");
+  ASSERT_TRUE(in) << "no Dockerfile";
+  std::string line;
+  int checked = 0;
+  while (std::getline(in, line)) {
+    for (const char* op : {"WORKDIR ", "COPY ", "ADD "}) {
+      if (line.rfind(op, 0) != 0) continue;
+      ++checked;
+      EXPECT_EQ(line.find('$'), std::string::npos) << "the Dockerfile's `" << line << "` names a build argument";
+    }
+  }
+  EXPECT_GE(checked, 4) << "expected the package stages' COPYs, the sources' COPY and the runtime's COPY and WORKDIR";
+}
+
 }  // namespace
 }  // namespace bagua::testing
