@@ -7,6 +7,8 @@
 
 #include "train/metrics_window.h"
 #include "train/nonfinite_guard.h"
+#include "train/progress_reporter.h"
+#include "common/progress.h"
 #include "train/stop_vote.h"
 
 #include <bagua/communication.h>
@@ -72,6 +74,22 @@ TEST(StopVote, AsynchronousRanksNeverWaitForEachOtherAndAgreeAtTheEnd) {
 TEST(StopVote, AsynchronousRanksAgreeOnOneStepToStopAt) {
   expect_all_checks_passed(run_workers("stop_async_between", 2), 2);
   expect_all_checks_passed(run_workers("stop_async_at_collective", 2), 2);
+}
+
+// The watch (launch side) tells long phases from a training step's by the
+// names the reporter (train side) sends: the two lists must agree.
+TEST(ProgressPhases, OnlyStartUpCheckpointsEvaluationAndTheEndMayTakeLong) {
+  using bagua::train::Phase;
+  for (Phase p : {Phase::kStarting, Phase::kCheckpoint, Phase::kEvaluation, Phase::kFinishing}) {
+    EXPECT_TRUE(bagua::progress::phase_may_take_long(bagua::train::phase_name(p))) << bagua::train::phase_name(p);
+  }
+  for (Phase p : {Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer, Phase::kCoordination}) {
+    EXPECT_FALSE(bagua::progress::phase_may_take_long(bagua::train::phase_name(p))) << bagua::train::phase_name(p);
+  }
+  const auto r = bagua::progress::decode(bagua::progress::encode({7, 20, 345, "backward and gradient communication"}));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->collectives, 345);
+  EXPECT_EQ(r->phase, "backward and gradient communication");
 }
 
 TEST(MetricsWindow, MeanLossRateBytesAndPaddingOfOneWindow) {

@@ -1,5 +1,5 @@
-// bagua run's progress watch: a stopped worker is named and ends the job
-// soon after the timeout; the rendezvous port is taken by the launcher at once. Real processes, a real
+// bagua run's progress watch: a stopped worker, or one hung while it still
+// reports, is named and ends the job soon after the timeout; the rendezvous port is taken by the launcher at once. Real processes, a real
 // SIGSTOP, real sockets.
 #include "support/bagua_run.h"
 
@@ -39,6 +39,38 @@ TEST_F(RunTest, AStoppedWorkerIsNamedAndTheJobEndsSoonAfterTheTimeout) {
   EXPECT_TRUE(contains(r.output, "(a stopped, frozen or hung process)")) << r.output;
   // Start-up (a few seconds) + 20 steps + the 10 s timeout + at most 5 s.
   EXPECT_LT(elapsed, 25.0) << r.output;
+}
+
+// A rank hung in a driver call (or a collective) keeps its reporter thread
+// beating: the watch judges progress, not heartbeats, and names the rank
+// its peers wait for before their own collectives time out (issue 26:
+// never stopped, and the peers' timeout blamed a healthy rank).
+TEST_F(RunTest, AHungButReportingWorkerIsNamedBeforeItsPeersTimeOut) {
+  std::string recipe = write_recipe("hang", "", "tests/fixtures/models/mlp_small.pt");
+  const auto t0 = Clock::now();
+  RunOutcome r = bagua_run(recipe + " --set train.max_steps=2000 --set distributed.timeout_s=20 "
+                                    "--set checkpoint.every_steps=1000",
+                           "BAGUA_HANG_AT_STEP=1:20");
+  const double elapsed = seconds_since(t0);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_TRUE(contains(read_file(dir_ / "hang" / "logs" / "rank-1.log"), "BAGUA_HANG_AT_STEP: rank 1 hangs"));
+  EXPECT_TRUE(contains(r.output, "rank 1 (node 0) has been at step 20 in forward for ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "(a hung collective or driver call)")) << r.output;
+  EXPECT_FALSE(contains(r.output, "rank 0 (node 0) has been")) << r.output;
+  EXPECT_LT(elapsed, 45.0) << r.output;
+}
+
+// One worker, nobody to time out: the watch alone ends the run.
+TEST_F(RunTest, AHungSingleWorkerRunEndsAfterTheTimeout) {
+  std::string recipe = write_recipe("hang1", "", "tests/fixtures/models/mlp_small.pt");
+  const auto t0 = Clock::now();
+  RunOutcome r = bagua_run(recipe + " --set train.max_steps=2000 --set distributed.timeout_s=10 "
+                                    "--set distributed.nproc_per_node=1 --set checkpoint.every_steps=1000",
+                           "BAGUA_HANG_AT_STEP=0:5");
+  const double elapsed = seconds_since(t0);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 0 (node 0) has been at step 5 in forward for ")) << r.output;
+  EXPECT_LT(elapsed, 30.0) << r.output;
 }
 
 TEST_F(RunTest, ARendezvousPortInUseFailsAtOnce) {

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <atomic>
 #include <cstdlib>
 
 namespace bagua::comm {
@@ -28,6 +29,13 @@ StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int w
   opts.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(host, opts);
 }
+
+namespace {
+std::atomic<int64_t> g_collectives_started{0};
+}  // namespace
+
+int64_t collectives_started() { return g_collectives_started.load(std::memory_order_relaxed); }
+void count_collective_started() { g_collectives_started.fetch_add(1, std::memory_order_relaxed); }
 
 StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store) {
   return c10::make_intrusive<c10d::PrefixStore>(prefix, store);

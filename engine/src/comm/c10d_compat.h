@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace bagua::comm {
@@ -46,6 +47,12 @@ BackendPtr make_nccl(const StorePtr& store, int rank, int size, std::chrono::mil
 void release_nccl(const BackendPtr& backend);
 
 // True when this build has CUDA (LibTorch with CUDA, NCCL compiled in).
+// Collectives this process has started, on every group: a progress counter
+// for bagua run's watch (a rank hung before a collective its peers wait in
+// has started fewer).
+int64_t collectives_started();
+void count_collective_started();
+
 bool cuda_built();
 // GPUs visible to this process (0 without CUDA).
 int cuda_device_count();

@@ -9,6 +9,7 @@
 #include <bagua/communication.h>
 #include <bagua/errors.h>
 
+#include "comm/c10d_compat.h"
 #include "comm/process_group_impl.h"
 #include "comm/reduction.h"
 #include "comm/verify.h"
@@ -75,6 +76,7 @@ struct Call {
 };
 
 Call start(const ProcessGroupPtr& group, Collective c) {
+  comm::count_collective_started();
   ProcessGroupPtr g = group ? group : default_group();
   Call call{g, &g->impl(), std::string(comm::collective_name(c)) + " on " + g->impl().describe()};
   if (call.impl->rank < 0) {

@@ -3,9 +3,12 @@
 // every second by the worker's reporter thread, read by the launchers'
 // progress watch (launch/progress_monitor.h).
 //
-//   bagua/progress/<rank>  "<beat> <step> <phase>": beat counts the reports
-//                          (a frozen process stops counting), step the
-//                          optimizer steps done, phase what it is doing
+//   bagua/progress/<rank>  "<beat> <step> <collectives> <phase>": beat
+//                          counts the reports (a frozen process stops
+//                          counting), step the optimizer steps done,
+//                          collectives those the process started (a rank
+//                          hung before one its peers wait in has fewer),
+//                          phase what it is doing
 //   bagua/failure/<node>   "<text>": a launcher whose worker failed tells
 //                          the other nodes' launchers
 #pragma once
@@ -26,21 +29,31 @@ inline const char* const kFailureOrderKey = "bagua/failure-order";
 // The phase a worker reports once it is done: it stops reporting, on purpose.
 inline const char* const kExitedPhase = "exited";
 
+// Phases whose length depends on the model, the data or the disk
+// (train::phase_name's start-up, checkpoint, evaluation and finishing): the
+// watch never calls a rank in one of them hung while it still reports.
+inline bool phase_may_take_long(const std::string& phase) {
+  return phase == "start-up" || phase == "checkpoint" || phase == "evaluation" || phase == "finishing" ||
+         phase == kExitedPhase;
+}
+
 struct Report {
   int64_t beat = 0;
   int64_t step = 0;
+  int64_t collectives = 0;
   std::string phase;
 };
 
 inline std::vector<uint8_t> encode(const Report& r) {
-  std::string text = std::to_string(r.beat) + " " + std::to_string(r.step) + " " + r.phase;
+  std::string text =
+      std::to_string(r.beat) + " " + std::to_string(r.step) + " " + std::to_string(r.collectives) + " " + r.phase;
   return {text.begin(), text.end()};
 }
 
 inline std::optional<Report> decode(const std::vector<uint8_t>& bytes) {
   std::istringstream in(std::string(bytes.begin(), bytes.end()));
   Report r;
-  if (!(in >> r.beat >> r.step)) return std::nullopt;
+  if (!(in >> r.beat >> r.step >> r.collectives)) return std::nullopt;
   std::getline(in >> std::ws, r.phase);
   return r;
 }

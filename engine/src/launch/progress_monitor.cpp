@@ -157,6 +157,45 @@ void ProgressMonitor::check_stalls(Clock::time_point now) {
         return;
       }
     }
+    // Reporting but not moving: a rank hung in a collective or a driver call
+    // keeps its reporter thread beating. In a training step's phases, no
+    // step, phase or collective started for 9/10 of the timeout stops the
+    // job, before the peers' own collectives time out and blame a healthy
+    // rank. The one named is the rank furthest behind (fewest steps, then
+    // fewest collectives started: the one its peers wait for).
+    const auto patience = options_.stall_timeout * 9 / 10;
+    bool hung = false;
+    for (int rank : live) {
+      const RankState& s = ranks_[rank];
+      hung = hung || (!progress::phase_may_take_long(s.phase) && now - s.last_progress >= patience);
+    }
+    if (hung) {
+      auto behind = [&](int a, int b) {
+        const RankState &x = ranks_[a], &y = ranks_[b];
+        return x.step != y.step ? x.step < y.step : x.collectives < y.collectives;
+      };
+      int laggard = live.front();
+      for (int rank : live) {
+        if (behind(rank, laggard)) laggard = rank;
+      }
+      Stop stop;
+      for (int rank : live) {
+        if (!behind(laggard, rank) && !behind(rank, laggard)) stop.kill.push_back(rank);
+      }
+      const std::string why = "while it still reported (a hung collective or driver call); that is longer than 9/10 "
+                              "of distributed.timeout_s (" + std::to_string(seconds(options_.stall_timeout)) +
+                              " s), so the job is stopped";
+      if (stop.kill.size() == 1) {
+        stop.stall = describe(laggard, now) + " without starting a collective " + why;
+      } else {
+        std::string ranks;
+        for (int rank : stop.kill) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+        stop.stall = "ranks " + ranks + " are at the same step with as many collectives started, none moving (" +
+                     describe(laggard, now) + ") " + why;
+      }
+      stop_ = stop;
+      return;
+    }
   }
   if (options_.stall_warning.count() <= 0 || now - last_warning_ < options_.stall_warning) return;
   // A stall: some rank made no progress for stall_warning while the ranks
@@ -238,10 +277,14 @@ void ProgressMonitor::poll_once(Connection& connection) {
     if (!reports[r]) continue;
     RankState& s = ranks_[r];
     if (!s.seen || reports[r]->beat != s.beat) s.last_beat = now;
-    if (!s.seen || reports[r]->step != s.step || reports[r]->phase != s.phase) s.last_progress = now;
+    if (!s.seen || reports[r]->step != s.step || reports[r]->phase != s.phase ||
+        reports[r]->collectives != s.collectives) {
+      s.last_progress = now;
+    }
     s.seen = true;
     s.beat = reports[r]->beat;
     s.step = reports[r]->step;
+    s.collectives = reports[r]->collectives;
     s.phase = reports[r]->phase;
   }
   first_remote_failure_ = failure;

@@ -53,7 +53,7 @@ class ProgressMonitor {
  private:
   struct RankState {
     bool seen = false;
-    int64_t beat = -1, step = -1;
+    int64_t beat = -1, step = -1, collectives = -1;
     std::string phase;
     std::chrono::steady_clock::time_point last_beat, last_progress;
   };

@@ -58,6 +58,7 @@ void ProgressReporter::loop() {
       last = quit_;
     }
     const int64_t step = step_.load(std::memory_order_relaxed);
+    const int64_t collectives = comm::collectives_started();
     const char* phase = last ? progress::kExitedPhase
                              : phase_name(static_cast<Phase>(phase_.load(std::memory_order_relaxed)));
     const auto now = std::chrono::steady_clock::now();
@@ -67,6 +68,7 @@ void ProgressReporter::loop() {
     sent_at = now;
     ++report.beat;
     report.step = step;
+    report.collectives = collectives;
     report.phase = phase;
     try {
       if (!store) {

@@ -1,7 +1,9 @@
 #include "train/test_faults.h"
 
 #include <csignal>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -28,7 +30,8 @@ std::unique_ptr<TestFaults> TestFaults::from_environment(int rank) {
   faults->kill_at_ = step_for("BAGUA_FAULT_AT_STEP", rank);
   faults->stop_at_ = step_for("BAGUA_STOP_AT_STEP", rank);
   faults->nan_at_ = step_for("BAGUA_NAN_AT_STEP", rank);
-  if (!faults->kill_at_ && !faults->stop_at_ && !faults->nan_at_) return nullptr;
+  faults->hang_at_ = step_for("BAGUA_HANG_AT_STEP", rank);
+  if (!faults->kill_at_ && !faults->stop_at_ && !faults->nan_at_ && !faults->hang_at_) return nullptr;
   return faults;
 }
 
@@ -40,6 +43,12 @@ void TestFaults::at_step_start(int64_t step) const {
 }
 
 void TestFaults::in_forward(int64_t step) const {
+  if (!restarted_ && hang_at_ == step) {
+    std::fprintf(stderr, "BAGUA_HANG_AT_STEP: rank %d hangs (its reporter goes on) at step %lld\n", rank_,
+                 static_cast<long long>(step));
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   if (restarted_ || stop_at_ != step) return;
   std::fprintf(stderr, "BAGUA_STOP_AT_STEP: rank %d stops itself (SIGSTOP) at step %lld\n", rank_,
                static_cast<long long>(step));

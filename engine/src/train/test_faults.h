@@ -8,6 +8,9 @@
 //                        pass, a frozen worker for the stall watch; not
 //                        after a restart
 //   BAGUA_NAN_AT_STEP    the rank's loss is NaN, so its gradients are too
+//   BAGUA_HANG_AT_STEP   the rank's main thread sleeps for ever in the
+//                        forward pass while its progress reporter goes on
+//                        (a hung driver call); not after a restart
 //
 // TestFaults::from_environment() is null when none is set, so a production
 // run pays one pointer test per hook.
@@ -26,13 +29,13 @@ class TestFaults {
   static std::unique_ptr<TestFaults> from_environment(int rank);
 
   void at_step_start(int64_t step) const;                  // BAGUA_FAULT_AT_STEP
-  void in_forward(int64_t step) const;                     // BAGUA_STOP_AT_STEP
+  void in_forward(int64_t step) const;                     // BAGUA_STOP_AT_STEP, BAGUA_HANG_AT_STEP
   at::Tensor on_loss(int64_t step, const at::Tensor& loss) const;  // BAGUA_NAN_AT_STEP
 
  private:
   int rank_ = 0;
   bool restarted_ = false;  // a max_restarts restart (TORCHELASTIC_RESTART_COUNT > 0)
-  std::optional<int64_t> kill_at_, stop_at_, nan_at_;
+  std::optional<int64_t> kill_at_, stop_at_, nan_at_, hang_at_;
 };
 
 }  // namespace bagua::train
