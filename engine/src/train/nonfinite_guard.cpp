@@ -23,16 +23,19 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
   // total is not finite (a NaN or infinity, or finite values that overflow
   // it) does the exact element check run. isfinite() on every gradient cost
   // 4 ms of a 14 ms step on a 1.8 M-parameter MLP; the sums cost 0.1 ms.
+  const NamedTensors state = options_.averaged_state ? options_.averaged_state() : NamedTensors{};
   std::vector<at::Tensor> sums{loss.detach().sum().to(at::kDouble)};
   for (const auto& [name, p] : params) {
     if (p.grad().defined()) sums.push_back(p.grad().sum().to(at::kDouble));
   }
+  for (const auto& [name, t] : state) sums.push_back(t.sum().to(at::kDouble));
   bool bad = !std::isfinite(at::stack(sums).sum().item<double>());
   if (bad) {
     std::vector<at::Tensor> checks{loss.detach().isfinite().all()};
     for (const auto& [name, p] : params) {
       if (p.grad().defined()) checks.push_back(p.grad().isfinite().all());
     }
+    for (const auto& [name, t] : state) checks.push_back(t.isfinite().all());
     bad = !at::stack(checks).all().item<bool>();
   }
   if (skip_mode && options_.synchronous) {
@@ -45,8 +48,10 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
     ++skips_;
     if (skips_ == 1 || skips_ % 100 == 0) {
       warn_("WARNING: step " + std::to_string(steps_done + 1) + ": a loss or gradient is NaN or infinite; "
-            "skipped that optimizer step on every worker (" + std::to_string(skips_) +
-            " so far; train.on_nonfinite: skip_step)");
+            "skipped that optimizer step " +
+            (options_.synchronous ? std::string("on every worker")
+                                  : "on rank " + std::to_string(options_.rank) + " (async ranks skip alone)") +
+            " (" + std::to_string(skips_) + " so far; train.on_nonfinite: skip_step)");
     }
     return true;
   }
@@ -54,7 +59,14 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
   auto non_finite = [](const at::Tensor& t) { return !t.isfinite().all().item<bool>(); };
   std::string shared_grad;  // an averaged gradient that is non-finite: the same on every rank
   if (options_.replicas_identical && options_.synchronous) {
+    for (const auto& [name, t] : state) {
+      if (non_finite(t)) {
+        shared_grad = name;
+        break;
+      }
+    }
     for (const auto& [name, p] : averaged) {
+      if (!shared_grad.empty()) break;
       if (p.grad().defined() && non_finite(p.grad())) {
         shared_grad = name;
         break;

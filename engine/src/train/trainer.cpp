@@ -5,6 +5,7 @@
 // window (metrics_window.h), the ranks' average and final agreement
 // (replicas.h), checkpoints (checkpoint.h), evaluation (evaluation.h) and
 // the faults tests plant (test_faults.h).
+#include <bagua/algorithms/q_adam.h>
 #include <bagua/algorithms/registry.h>
 #include <bagua/communication.h>
 #include <bagua/data.h>
@@ -270,7 +271,34 @@ void Worker::plan() {
   guard.rank = rank;
   guard.world = env_.world;
   guard.control = env_.control;
-  guard_ = std::make_unique<train::NonFiniteGuard>(guard, [this](const std::string& line) { log_->say(line); });
+  // qadam averages its momenta, not the gradients, after its warm-up: a NaN
+  // on one rank reaches the others through them.
+  if (auto qadam = built_.optimizers.size() == 1 ? std::dynamic_pointer_cast<QAdamOptimizer>(built_.optimizers[0])
+                                                 : nullptr) {
+    train::NamedTensors driven;  // the parameters the optimizer updates, by name
+    for (const auto& [name, p] : params_) {
+      for (const auto& group : qadam->param_groups()) {
+        for (const auto& q : group.params()) {
+          if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) driven.emplace_back(name, p);
+        }
+      }
+    }
+    guard.averaged_state = [qadam, driven] {
+      train::NamedTensors momenta;
+      if (qadam->step_count() == 0) return momenta;
+      for (const auto& [name, p] : driven) momenta.emplace_back(name, qadam->state_of(p).exp_avg());
+      return momenta;
+    };
+  }
+  // Async ranks skip alone: each says so in its own log.
+  guard_ = std::make_unique<train::NonFiniteGuard>(guard, [this](const std::string& line) {
+    if (algorithm_->traits.synchronous) {
+      log_->say(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+    }
+  });
   if (recipe_.output.trace) {
     trace_ = std::make_unique<train::StepTrace>(
         rank, recipe_.output.trace_from_step, recipe_.output.trace_steps,
