@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
+#include <cstdio>
+#include <csignal>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <string>
@@ -193,6 +196,47 @@ TEST_F(Bench, LinkLimitsEveryWorkersNetwork) {
   for (const auto& e : fs::directory_iterator("/var/run/netns", ec)) {
     EXPECT_EQ(e.path().filename().string().find("bagua-bench-"), std::string::npos) << e.path();
   }
+}
+
+// Ctrl-C while the network is being built (SIGINT as soon as the switch
+// namespace exists): the bench removes every namespace and veth pair it
+// made, then dies of the signal (issue 26: they were left behind).
+TEST_F(Bench, CtrlCWhileBuildingTheNetworkLeavesNothingBehind) {
+  if (::geteuid() != 0) GTEST_SKIP() << "--link needs root";
+  if (std::system("command -v ip >/dev/null && command -v tc >/dev/null") != 0) GTEST_SKIP() << "no ip/tc";
+  const fs::path log = dir_ / "bench.out";
+  const std::string cmd = "exec " + std::string(BAGUA_CLI) + " bench --params 500k --steps 4 --rounds 1 "
+                          "--algorithm gradient_allreduce --nproc-per-node 8 --link 100mbit > " + log.string() + " 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string sw = "/var/run/netns/bagua-bench-" + std::to_string(pid) + "-sw";
+  bool seen = false;
+  for (int i = 0; i < 20000 && !seen; ++i) {
+    seen = fs::exists(sw);
+    if (!seen) ::usleep(500);
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(seen) << read_file(log);
+  const std::string text = read_file(log);
+  EXPECT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 130)) << status << "\n" << text;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/var/run/netns", ec)) {
+    EXPECT_EQ(e.path().filename().string().find("bagua-bench-" + std::to_string(pid) + "-"), std::string::npos)
+        << e.path() << "\n" << text;
+  }
+  std::string links;
+  FILE* ip = ::popen(("ip -o link show 2>/dev/null | grep -c 'bb" + std::to_string(pid) + "[vb]' || true").c_str(), "r");
+  char buf[64] = {0};
+  if (ip != nullptr) {
+    if (std::fgets(buf, sizeof(buf), ip) != nullptr) links = buf;
+    ::pclose(ip);
+  }
+  EXPECT_EQ(std::atoi(links.c_str()), 0) << "veth pairs left in the root namespace\n" << text;
 }
 
 }  // namespace

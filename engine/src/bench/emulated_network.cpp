@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +120,42 @@ EmulatedNetwork::EmulatedNetwork(int workers, const std::string& rate) {
   remove_stale();
   prefix_ = "bagua-bench-" + std::to_string(::getpid());
   const std::string sw = prefix_ + "-sw";
+  // Everything this constructor may have made: the namespaces, and veth
+  // pairs still in this (the root) namespace, which remove() does not
+  // touch (deleting either end deletes the pair; the names are this
+  // process's own).
+  auto remove_all = [&] {
+    for (int r = 0; r < workers; ++r) {
+      for (const char* end : {"v", "b"}) {
+        std::string ignored;
+        run_tool({"ip", "link", "del", "bb" + std::to_string(::getpid()) + end + std::to_string(r)}, &ignored);
+      }
+    }
+    remove();
+  };
+  // Ctrl-C (or SIGTERM, SIGHUP) while building would leave the namespaces
+  // and pairs behind: the signals wait until the network is whole (or
+  // removed), then, if one came, everything is removed and the signal takes
+  // its course.
+  sigset_t stop_signals, before;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
+  auto deliver_pending = [&] {
+    sigset_t pending;
+    sigpending(&pending);
+    int caught = 0;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      if (sigismember(&pending, sig) && !sigismember(&before, sig)) caught = caught ? caught : sig;
+    }
+    if (caught) {
+      remove_all();
+      std::fprintf(stderr, "bagua bench: interrupted (%s) while building the emulated network; removed what was built\n",
+                   strsignal(caught));
+      std::signal(caught, SIG_DFL);
+    }
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);  // a pending signal is delivered here
+  };
   try {
     must({"ip", "netns", "add", sw});
     namespaces_.push_back(sw);
@@ -148,18 +185,11 @@ EmulatedNetwork::EmulatedNetwork(int workers, const std::string& rate) {
       }
     }
   } catch (...) {
-    // A pair whose ends were not both moved yet still sits in this (the
-    // root) namespace, which remove() does not touch: deleting either end
-    // deletes the pair (the names are this process's own).
-    for (int r = 0; r < workers; ++r) {
-      for (const char* end : {"v", "b"}) {
-        std::string ignored;
-        run_tool({"ip", "link", "del", "bb" + std::to_string(::getpid()) + end + std::to_string(r)}, &ignored);
-      }
-    }
-    remove();
+    remove_all();
+    deliver_pending();
     throw;
   }
+  deliver_pending();
 }
 
 void EmulatedNetwork::remove() {
