@@ -2,6 +2,8 @@
 // real sockets, at a tiny size so every registered algorithm runs in CI.
 #include "support/bagua_run.h"
 
+#include "bench/bench_report.h"
+
 #include <bagua/algorithms/registry.h>
 #include <bagua/recipe.h>
 
@@ -94,6 +96,18 @@ TEST_F(Bench, EveryRegisteredAlgorithmIsMeasuredSideBySide) {
                        ga["counted_bytes_per_step"].get<double>();
   EXPECT_GT(ratio, 0.2);
   EXPECT_LT(ratio, 0.3);
+  // The ideal: the local step plus gradient_allreduce's communication time
+  // scaled by the bytes; gradient_allreduce is its own ideal.
+  const double local = entry(report, "local")["step_time_s"].get<double>();
+  const json& bg = entry(report, "bytegrad");
+  ASSERT_TRUE(bg.contains("ideal_step_s")) << bg.dump();
+  EXPECT_NEAR(bg["ideal_step_s"].get<double>(),
+              local + ga["communication_s"].get<double>() * ratio,
+              1e-9)
+      << bg.dump();
+  EXPECT_NEAR(bg["vs_ideal"].get<double>(), bg["step_time_s"].get<double>() / bg["ideal_step_s"].get<double>(), 1e-9);
+  EXPECT_NEAR(ga["ideal_step_s"].get<double>(), std::max(local, ga["step_time_s"].get<double>()), 1e-9) << ga.dump();
+  EXPECT_NE(r.output.find("vs ideal"), std::string::npos) << r.output;
   // The chart: one pair of bars per algorithm.
   const std::string chart = read_file(svg);
   EXPECT_EQ(chart.rfind("<svg", 0), 0u);
@@ -196,6 +210,28 @@ TEST_F(Bench, LinkLimitsEveryWorkersNetwork) {
   for (const auto& e : fs::directory_iterator("/var/run/netns", ec)) {
     EXPECT_EQ(e.path().filename().string().find("bagua-bench-"), std::string::npos) << e.path();
   }
+}
+
+// A long recommendation wraps at words inside the picture (it was cut off
+// at the right edge).
+TEST(BenchSvg, TheRecommendationWrapsToThePicturesWidth) {
+  std::string advice = "bytegrad: 2.37x the samples/s of gradient_allreduce here, loss within 2% (not considered:";
+  for (int i = 0; i < 12; ++i) advice += " low_precision_decentralized trained worse,";
+  json summarized = {{"summary", json::array()}, {"recommendation", advice}, {"world_size", 2}};
+  const std::string chart = bagua::bench::bench_svg(summarized);
+  size_t lines = 0, longest = 0;
+  for (size_t p = chart.find("<text x=\"10\" y=\""); p != std::string::npos; p = chart.find("<text x=\"10\" y=\"", p + 1)) {
+    const size_t open = chart.find('>', p) + 1, close = chart.find("</text>", open);
+    const std::string line = chart.substr(open, close - open);
+    if (line.rfind("bagua bench", 0) == 0) continue;  // the title
+    ++lines;
+    longest = std::max(longest, line.size());
+  }
+  EXPECT_GE(lines, 5u) << chart;
+  EXPECT_LE(longest, 130u) << chart;
+  const auto words = bagua::bench::wrap_words("a bb ccc", 4);
+  EXPECT_EQ(words, (std::vector<std::string>{"a bb", "ccc"}));
+  EXPECT_EQ(bagua::bench::wrap_words("", 10), (std::vector<std::string>{""}));
 }
 
 // Ctrl-C while the network is being built (SIGINT as soon as the switch

@@ -154,9 +154,42 @@ json summarize_bench(json raw) {
     s["diverged"] = any_diverged || !std::isfinite(ll) || (std::isfinite(lf) && ll > 1.5 * lf);
     summary.push_back(s);
   }
+  // The ideal: the step an algorithm would take if compressing, averaging
+  // peers and the rest of its extra work were free: the local step plus
+  // gradient_allreduce's communication time scaled by the bytes this
+  // algorithm counts per step. vs_ideal says how close it came.
+  const json* base = nullptr;
+  for (const auto& s : summary) {
+    if (s["name"] == "gradient_allreduce") base = &s;
+  }
+  if (base != nullptr && (*base)["counted_bytes_per_step"].get<double>() > 0) {
+    const double base_comm = (*base)["communication_s"].get<double>();
+    const double base_bytes = (*base)["counted_bytes_per_step"].get<double>();
+    for (auto& s : summary) {
+      if (s["name"] == "local") continue;
+      const double ideal = compute + base_comm * s["counted_bytes_per_step"].get<double>() / base_bytes;
+      s["ideal_step_s"] = ideal;
+      s["vs_ideal"] = ideal > 0 ? s["step_time_s"].get<double>() / ideal : 0.0;
+    }
+  }
   raw["summary"] = summary;
   raw["recommendation"] = recommend(summary);
   return raw;
+}
+
+std::vector<std::string> wrap_words(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::istringstream words(text);
+  std::string word, line;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
 }
 
 std::string bench_table(const json& summarized) {
@@ -164,20 +197,24 @@ std::string bench_table(const json& summarized) {
   const json* base = baseline_of(summarized["summary"]);
   const double base_rate = base ? (*base)["samples_per_s"].get<double>() : 0;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-28s %10s %17s %10s %7s %6s %11s %11s %9s %s\n", "algorithm", "step (s)",
-                "p10-p90 (s)", "samples/s", "vs base", "comm", "counted/step", "wire sent", "loss", "");
+  std::snprintf(line, sizeof(line), "%-28s %10s %17s %10s %7s %6s %11s %11s %9s %10s %8s %s\n", "algorithm",
+                "step (s)", "p10-p90 (s)", "samples/s", "vs base", "comm", "counted/step", "wire sent", "loss",
+                "ideal (s)", "vs ideal", "");
   out << line;
   for (const auto& s : summarized["summary"]) {
     const bool local = s["name"] == "local";
     const std::string name = local ? "local (no communication)" : s["name"].get<std::string>();
-    std::snprintf(line, sizeof(line), "%-28s %10.4f %8.4f-%-8.4f %10.1f %7s %5.0f%% %11s %11s %9.4f %s\n",
+    const bool ideal = s.contains("ideal_step_s");
+    std::snprintf(line, sizeof(line), "%-28s %10.4f %8.4f-%-8.4f %10.1f %7s %5.0f%% %11s %11s %9.4f %10s %8s %s\n",
                   name.c_str(), s["step_time_s"].get<double>(), s["step_time_p10_s"].get<double>(),
                   s["step_time_p90_s"].get<double>(), s["samples_per_s"].get<double>(),
                   local || base_rate <= 0 ? "" : fmt("%.2fx", s["samples_per_s"].get<double>() / base_rate).c_str(),
                   100 * s["communication_share"].get<double>(),
                   local ? "" : bytes_text(s["counted_bytes_per_step"].get<double>()).c_str(),
                   local ? "" : bytes_text(s["wire_bytes_sent_per_step"].get<double>()).c_str(),
-                  num(s, "last_loss"), s["diverged"].get<bool>() ? "DIVERGED" : "");
+                  num(s, "last_loss"), ideal ? fmt("%.4f", s["ideal_step_s"].get<double>()).c_str() : "",
+                  ideal ? fmt("%.2fx", s["vs_ideal"].get<double>()).c_str() : "",
+                  s["diverged"].get<bool>() ? "DIVERGED" : "");
     out << line;
   }
   return out.str();
@@ -192,7 +229,12 @@ std::string bench_svg(const json& summarized) {
     longest = std::max(longest, s["step_time_s"].get<double>());
   }
   const int left = 230, bar_max = 480, row_h = 34, top = 70;
-  const int width = left + bar_max + 200, height = top + static_cast<int>(rows.size()) * row_h + 50;
+  const int width = left + bar_max + 200;
+  // The recommendation, wrapped at words to the picture's width (about 7
+  // pixels a character at 13 px).
+  const std::vector<std::string> advice =
+      wrap_words(summarized.value("recommendation", std::string()), static_cast<size_t>((width - 20) / 7));
+  const int height = top + static_cast<int>(rows.size()) * row_h + 34 + 18 * static_cast<int>(advice.size());
   const double scale = longest > 0 ? bar_max / longest : 0;
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
@@ -219,10 +261,24 @@ std::string bench_svg(const json& summarized) {
         << "\" height=\"20\" fill=\"#e8923a\"/>\n"
         << "<text x=\"" << left + cw + mw + 6 << "\" y=\"" << y + 18 << "\">"
         << fmt("%.4f s", s["step_time_s"].get<double>()) << ", " << bytes_text(s["counted_bytes_per_step"].get<double>())
-        << "/step" << (s["diverged"].get<bool>() ? ", DIVERGED" : "") << "</text>\n";
+        << "/step" << (s["diverged"].get<bool>() ? ", DIVERGED" : "")
+        << (s.contains("vs_ideal") && s["name"] != "gradient_allreduce"
+                ? fmt(", %.2fx ideal", s["vs_ideal"].get<double>())
+                : std::string())
+        << "</text>\n";
+    if (s.contains("ideal_step_s") && s["name"] != "gradient_allreduce") {
+      // The ideal step: a dashed mark across the bar.
+      const int x = left + static_cast<int>(std::lround(s["ideal_step_s"].get<double>() * scale));
+      svg << "<line x1=\"" << x << "\" y1=\"" << y + 1 << "\" x2=\"" << x << "\" y2=\"" << y + 27
+          << "\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"3,2\"/>\n";
+    }
   }
-  svg << "<text x=\"10\" y=\"" << height - 16 << "\">" << xml_escape(summarized.value("recommendation", std::string()))
-      << "</text>\n</svg>\n";
+  const int advice_top = height - 16 - 18 * (static_cast<int>(advice.size()) - 1);
+  for (size_t i = 0; i < advice.size(); ++i) {
+    svg << "<text x=\"10\" y=\"" << advice_top + 18 * static_cast<int>(i) << "\">" << xml_escape(advice[i])
+        << "</text>\n";
+  }
+  svg << "</svg>\n";
   return svg.str();
 }
 

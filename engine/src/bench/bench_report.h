@@ -12,11 +12,17 @@
 //   loss              first: the first warm-up step's; last: the mean over
 //                     the last round's steps (both the mean over ranks)
 //   diverged          the last loss is not finite or above 1.5x the first
+//   ideal_step_s      when gradient_allreduce was measured: compute_s plus
+//                     gradient_allreduce's communication_s scaled by this
+//                     algorithm's counted bytes over its (the step if
+//                     compression and the rest of its extra work were free);
+//                     vs_ideal is step_time_s over it
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 namespace bagua::bench {
 
@@ -28,7 +34,12 @@ nlohmann::json summarize_bench(nlohmann::json raw);
 std::string bench_table(const nlohmann::json& summarized);
 
 // A standalone SVG: per algorithm, a bar of step time split into compute and
-// communication, with the figures written beside it.
+// communication, a dashed mark at its ideal step, the figures beside it,
+// and the recommendation wrapped to the picture's width.
 std::string bench_svg(const nlohmann::json& summarized);
+
+// `text` broken at spaces into lines of at most `width` characters (a
+// longer word stands alone); at least one line.
+std::vector<std::string> wrap_words(const std::string& text, size_t width);
 
 }  // namespace bagua::bench
