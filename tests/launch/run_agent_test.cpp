@@ -4,6 +4,8 @@
 #include <bagua/exit_codes.h>
 #include <bagua/run_agent.h>
 
+#include "launch/slurm_hostlist.h"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -117,6 +119,65 @@ TEST(SlurmLayout, TasksOnThisNodeFromTheCompressedList) {
   env.set("SLURM_TASKS_PER_NODE", "3,5");
   env.set("SLURM_NODEID", "1");
   EXPECT_EQ(bagua::slurm_tasks_on_this_node(), 5);
+}
+
+// The forms Slurm prints in SLURM_JOB_NODELIST (as `scontrol show
+// hostnames` expands them), and the malformed ones, refused by name.
+TEST(SlurmHostList, ExpandsEveryFormSlurmPrints) {
+  using bagua::launch::expand_slurm_hostlist;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(expand_slurm_hostlist("node7"), V{"node7"});
+  EXPECT_EQ(expand_slurm_hostlist("node[01-03,07]"), (V{"node01", "node02", "node03", "node07"}));
+  EXPECT_EQ(expand_slurm_hostlist("node[9-11]"), (V{"node9", "node10", "node11"}));
+  EXPECT_EQ(expand_slurm_hostlist("n[098-101]"), (V{"n098", "n099", "n100", "n101"}));
+  EXPECT_EQ(expand_slurm_hostlist("gpu-a[1-2]-ib,login1"), (V{"gpu-a1-ib", "gpu-a2-ib", "login1"}));
+  EXPECT_EQ(expand_slurm_hostlist("rack[1-2]-n[8-9]"), (V{"rack1-n8", "rack1-n9", "rack2-n8", "rack2-n9"}));
+  EXPECT_EQ(expand_slurm_hostlist("a[1],b[2-3],c"), (V{"a1", "b2", "b3", "c"}));
+  EXPECT_EQ(expand_slurm_hostlist("cn-0[0-1].cluster.org"), (V{"cn-00.cluster.org", "cn-01.cluster.org"}));
+  for (const char* bad : {"", "node[1-3", "node1-3]", "node[3-1]", "node[a-b]", "a,,b", "node[[1]]", "a b",
+                          "node[1-200000]"}) {
+    try {
+      expand_slurm_hostlist(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const bagua::Error& e) {
+      EXPECT_TRUE(e.is_user_error()) << bad;
+      EXPECT_NE(std::string(e.what()).find("is not a Slurm host list"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A Slurm task without MASTER_ADDR/MASTER_PORT takes the job's first node
+// and a port from the job id; the variables, or the recipe's own address,
+// win when given.
+TEST(SlurmHostList, WorkersFindNodeZeroWithoutAHandWrittenMasterAddr) {
+  for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "SLURM_PROCID",
+                        "SLURM_NTASKS"}) {
+    unsetenv(v);
+  }
+  Env env;
+  env.set("SLURM_PROCID", "5");
+  env.set("SLURM_NTASKS", "8");
+  env.set("SLURM_JOB_NODELIST", "gpu[07-08]");
+  env.set("SLURM_JOB_ID", "4242177");
+  bagua::Recipe recipe;
+  bagua::adopt_slurm_environment(recipe);
+  EXPECT_STREQ(std::getenv("MASTER_ADDR"), "gpu07");
+  EXPECT_EQ(std::string(std::getenv("MASTER_PORT")), std::to_string(bagua::launch::slurm_default_port(4242177)));
+  EXPECT_EQ(bagua::launch::slurm_default_port(4242177), 22177);
+  EXPECT_STREQ(std::getenv("RANK"), "5");
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  recipe.distributed.master_addr = "10.1.2.3";
+  recipe.distributed.master_port = 29511;
+  bagua::adopt_slurm_environment(recipe);
+  EXPECT_STREQ(std::getenv("MASTER_ADDR"), "10.1.2.3");
+  EXPECT_STREQ(std::getenv("MASTER_PORT"), "29511");
+  env.set("MASTER_ADDR", "head");
+  env.set("MASTER_PORT", "1234");
+  bagua::adopt_slurm_environment(recipe);
+  EXPECT_STREQ(std::getenv("MASTER_ADDR"), "head");
+  EXPECT_STREQ(std::getenv("MASTER_PORT"), "1234");
+  for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK"}) unsetenv(v);
 }
 
 TEST(OutputLock, ASecondRunIsToldWhoHoldsTheDirectory) {

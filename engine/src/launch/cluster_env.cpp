@@ -2,6 +2,8 @@
 // (bagua/run_agent.h).
 #include <bagua/run_agent.h>
 
+#include "launch/slurm_hostlist.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -51,9 +53,23 @@ void adopt_slurm_environment(const Recipe& recipe) {
     setenv("LOCAL_WORLD_SIZE", std::to_string(*here).c_str(), 1);
   }
   if (env_set("SLURM_NODEID")) setenv("GROUP_RANK", get("SLURM_NODEID").c_str(), 1);
-  if (!env_set("MASTER_ADDR")) setenv("MASTER_ADDR", recipe.distributed.master_addr.c_str(), 1);
+  // Node 0's address: MASTER_ADDR, else the recipe's master_addr when it
+  // names one, else the job's first node (SLURM_JOB_NODELIST, expanded
+  // here: no scontrol needed). The port: MASTER_PORT, else the recipe's,
+  // else one derived from the job id, the same in every task.
+  if (!env_set("MASTER_ADDR")) {
+    std::string addr = recipe.distributed.master_addr;
+    if (addr == DistributedSpec{}.master_addr && env_set("SLURM_JOB_NODELIST")) {
+      addr = launch::expand_slurm_hostlist(get("SLURM_JOB_NODELIST")).front();
+    }
+    setenv("MASTER_ADDR", addr.c_str(), 1);
+  }
   if (!env_set("MASTER_PORT")) {
-    setenv("MASTER_PORT", std::to_string(recipe.distributed.master_port_or_default()).c_str(), 1);
+    int port = recipe.distributed.master_port_or_default();
+    if (!recipe.distributed.master_port && env_set("SLURM_JOB_ID")) {
+      port = launch::slurm_default_port(std::atoll(get("SLURM_JOB_ID").c_str()));
+    }
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   }
 }
 
