@@ -348,8 +348,12 @@ TEST_F(RunTest, ALossThatClimbsBackToChanceIsFlaggedNotSilent) {
   for (const auto& j : metrics(dir_ / "diverge" / "metrics.jsonl")) flagged += j.value("diverging", false) ? 1 : 0;
   EXPECT_GE(flagged, 2) << r.output;
 
-  RunOutcome calm = bagua_run(write_recipe("calm") + " --set train.max_steps=240 --set train.log_every_steps=20");
+  // (and glibc's own malloc, said once)
+  RunOutcome calm = bagua_run(write_recipe("calm") + " --set train.max_steps=240 --set train.log_every_steps=20"
+                              " --set train.allocator=system");
   ASSERT_EQ(calm.exit_code, 0) << calm.output;
+  EXPECT_NE(calm.output.find("malloc: system (train.allocator)"), std::string::npos) << calm.output;
+  EXPECT_EQ(r.output.find("malloc:"), std::string::npos) << "tuned, the default, goes without a word\n" << r.output;
   EXPECT_EQ(calm.output.find("diverg"), std::string::npos) << calm.output;
   for (const auto& j : metrics(dir_ / "calm" / "metrics.jsonl")) EXPECT_FALSE(j.contains("diverging")) << j.dump();
 }

@@ -5,6 +5,7 @@
 
 #include "train/seams_support.h"
 
+#include "train/allocator_policy.h"
 #include "train/metrics_window.h"
 #include "train/nonfinite_guard.h"
 #include "train/progress_reporter.h"
@@ -18,7 +19,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <malloc.h>
+
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -90,6 +94,31 @@ TEST(ProgressPhases, OnlyStartUpCheckpointsEvaluationAndTheEndMayTakeLong) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->collectives, 345);
   EXPECT_EQ(r->phase, "backward and gradient communication");
+}
+
+// train.allocator: tuned keeps a 64 MiB block out of mmap (glibc maps
+// anything above 32 MiB by default, and a fresh mapping faults its pages in
+// again every step); system and a user's own MALLOC_* setting leave glibc
+// as it is. (Each test runs in a process of its own under ctest.)
+TEST(AllocatorPolicy, TunedKeepsLargeBlocksInTheHeapAndAUsersSettingWins) {
+  auto mapped_by = [](size_t bytes) {
+    const size_t before = mallinfo2().hblks;
+    void* volatile p = std::malloc(bytes);  // volatile: the compiler may not elide the pair
+    static_cast<volatile char*>(p)[0] = 1;
+    const size_t during = mallinfo2().hblks;
+    std::free(p);
+    return during > before;
+  };
+  const size_t big = size_t{64} << 20;
+  EXPECT_TRUE(mapped_by(big)) << "glibc's default maps a 64 MiB block";
+  EXPECT_EQ(bagua::train::apply_allocator_policy(false), "system (train.allocator)");
+  EXPECT_TRUE(mapped_by(big));
+  setenv("MALLOC_ARENA_MAX", "2", 1);
+  EXPECT_EQ(bagua::train::apply_allocator_policy(true), "left as set by MALLOC_ARENA_MAX");
+  unsetenv("MALLOC_ARENA_MAX");
+  EXPECT_TRUE(mapped_by(big));
+  EXPECT_EQ(bagua::train::apply_allocator_policy(true), "tuned");
+  EXPECT_FALSE(mapped_by(big)) << "tuned: from the heap";
 }
 
 TEST(MetricsWindow, MeanLossRateBytesAndPaddingOfOneWindow) {

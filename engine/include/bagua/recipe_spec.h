@@ -195,6 +195,7 @@ struct TrainSpec {
   int64_t log_every_steps = 50;
   EvalSchedule eval_every;
   std::optional<int> threads;  // empty: cores / local workers
+  bool tuned_allocator = true;  // train.allocator: tuned (see train/allocator_policy.h) or system
   Device device = Device::kAuto;  // auto: this worker's GPU when there is one
   OnNonFinite on_nonfinite = OnNonFinite::kStop;
 };

@@ -93,7 +93,7 @@ nlohmann::json recipe_provenance(const Recipe& recipe) {
 bool recipe_key_changes_training(const std::string& key_path) {
   static const char* const kIgnored[] = {
       "name", "description", "schema_version", "output", "checkpoint", "distributed", "data",
-      "train.epochs", "train.max_steps", "train.log_every_steps", "train.eval_every", "train.threads",
+      "train.epochs", "train.max_steps", "train.log_every_steps", "train.eval_every", "train.threads", "train.allocator",
       "model.torchscript"};
   for (const char* k : kIgnored)
     if (starts_with_key(key_path, k)) return false;

@@ -193,6 +193,7 @@ Recipe to_typed_recipe(const json& doc) {
   else if (every == "never") r.train.eval_every.kind = EvalSchedule::Kind::kNever;
   else r.train.eval_every = {EvalSchedule::Kind::kSteps, every.get<int64_t>()};
   if (!t.at("threads").is_null()) r.train.threads = t.at("threads").get<int>();
+  r.train.tuned_allocator = t.at("allocator").get<std::string>() == "tuned";
   r.train.device = enum_from<Device>(t.at("device").get<std::string>());
   r.train.on_nonfinite = enum_from<OnNonFinite>(t.at("on_nonfinite").get<std::string>());
 

@@ -26,6 +26,7 @@
 #include "train/run_provenance.h"
 #include "train/step_trace.h"
 #include "train/stop_vote.h"
+#include "train/allocator_policy.h"
 #include "train/test_faults.h"
 #include "train/worker_environment.h"
 
@@ -33,6 +34,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -604,7 +607,13 @@ void Worker::write_model() {
 
 TrainOutcome run_worker(const Recipe& recipe) {
   check_supported(recipe);
+  // First, before the model and the data allocate anything large.
+  const std::string malloc_policy = train::apply_allocator_policy(recipe.train.tuned_allocator);
   train::request_stop_on_signals();
+  const char* rank = std::getenv("RANK");
+  if (malloc_policy != "tuned" && (rank == nullptr || std::string(rank) == "0")) {
+    std::fprintf(stderr, "malloc: %s\n", malloc_policy.c_str());
+  }
   return Worker(recipe).run();
 }
 
