@@ -1,14 +1,22 @@
 // MinMaxUInt8 throughput against a plain copy of the same float32 tensor on
 // the same device, in the same run (see docs/benchmarks.md).
 //
-//   build/bench/compression_bench [cpu|cuda] [chunks]
+//   build/bench/compression_bench [cpu|cuda] [chunks] [threads]
 //
-// Default device: cuda when a GPU is visible, else cpu. For each size it
-// prints the median over 5 rounds (the three operations alternate within a
-// round) of: input GB/s of compress (float32 bytes read per second) and of
-// decompress (float32 bytes written per second), the copy's GB/s (bytes
-// copied per second, read + write counted once, like the others), and the
-// ratios to the copy. A ratio near 1 means the codec runs at memory speed.
+// Default device: cuda when a GPU is visible, else cpu; on the CPU one
+// thread unless given (figures per core). For each size it prints the
+// median over 5 rounds (the operations alternate within a round) of, in
+// GB/s of float32 data:
+//   compress     float32 bytes read per second (min/max, then quantise);
+//   decompress   float32 bytes written per second;
+//   sum2 fused   decompress_sum of two compressed parts (ByteGrad's
+//                scatter-reduce of two ranks): float32 bytes written per
+//                second, one pass;
+//   sum2 loop    the same result the unfused way (zero, then decompress
+//                each part into a scratch tensor and add it);
+//   copy         a plain copy (bytes copied per second, read + write
+//                counted once, like the others);
+// and the codec's ratios to the copy. A ratio near 1 is memory speed.
 #include <bagua/compression.h>
 
 #include <ATen/ATen.h>
@@ -54,8 +62,13 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : (torch::cuda::is_available() ? "cuda" : "cpu");
   const int64_t chunks = argc > 2 ? std::atoll(argv[2]) : 1;
+  if (argc > 3) {
+    at::set_num_threads(std::atoi(argv[3]));
+  } else if (which == "cpu") {
+    at::set_num_threads(1);
+  }
   if (which != "cpu" && which != "cuda") {
-    std::fprintf(stderr, "usage: compression_bench [cpu|cuda] [chunks]\n");
+    std::fprintf(stderr, "usage: compression_bench [cpu|cuda] [chunks] [threads]\n");
     return 2;
   }
   if (which == "cuda" && !torch::cuda::is_available()) {
@@ -65,8 +78,8 @@ int main(int argc, char** argv) {
   const at::Device device = which == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   std::printf("MinMaxUInt8 on %s, %lld chunk(s), %d threads; GB/s of float32 data, median of 5 rounds\n",
               device.str().c_str(), static_cast<long long>(chunks), at::get_num_threads());
-  std::printf("%12s %12s %12s %12s %10s %10s\n", "floats", "compress", "decompress", "copy", "comp/copy",
-              "decomp/copy");
+  std::printf("%10s %9s %10s %10s %9s %7s %9s %11s %9s\n", "floats", "compress", "decompress", "sum2 fused",
+              "sum2 loop", "copy", "comp/copy", "decomp/copy", "sum2/copy");
   std::vector<int64_t> sizes = {1 << 16, 1 << 20, 1 << 22, 1 << 24};
   if (device.is_cuda()) sizes.push_back(1 << 26);
   for (int64_t n : sizes) {
@@ -75,15 +88,29 @@ int main(int argc, char** argv) {
     at::Tensor z = at::empty({bagua::MinMaxUInt8::compressed_bytes(n, chunks)},
                              at::TensorOptions().dtype(at::kByte).device(device));
     at::Tensor back = at::empty_like(x);
-    std::vector<double> comp, decomp, copy;
+    std::vector<at::Tensor> parts{z, bagua::MinMaxUInt8::compress(at::randn({n}, x.options()), 1)};
+    if (chunks != 1) parts = {bagua::MinMaxUInt8::compress(x, 1), parts[1]};
+    at::Tensor one = at::empty_like(x);
+    std::vector<double> comp, decomp, fused, loop, copy;
     for (int round = 0; round < 5; ++round) {
       comp.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::compress(x, z, chunks); }));
       decomp.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::decompress(z, back, chunks); }));
+      fused.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::decompress_sum(parts, back, true); }));
+      loop.push_back(seconds_per_call(device, [&] {
+        back.zero_();
+        for (const auto& p : parts) {
+          bagua::MinMaxUInt8::decompress(p, one, 1);
+          back.add_(one);
+        }
+        back.div_(2);
+      }));
       copy.push_back(seconds_per_call(device, [&] { y.copy_(x); }));
     }
     const double gb = static_cast<double>(n) * 4 / 1e9;
-    const double c = gb / median(comp), d = gb / median(decomp), k = gb / median(copy);
-    std::printf("%12lld %12.1f %12.1f %12.1f %10.2f %10.2f\n", static_cast<long long>(n), c, d, k, c / k, d / k);
+    const double c = gb / median(comp), d = gb / median(decomp), f = gb / median(fused), l = gb / median(loop);
+    const double k = gb / median(copy);
+    std::printf("%10lld %9.1f %10.1f %10.1f %9.1f %7.1f %9.2f %11.2f %9.2f\n", static_cast<long long>(n), c, d, f, l,
+                k, c / k, d / k, f / k);
     std::fflush(stdout);
   }
   return 0;

@@ -1,6 +1,7 @@
 // MinMaxUInt8: literal values worked out by hand from Bagua's formula, a
 // plain one-value-at-a-time reference for every byte, the error bound, the
-// chunk layout, bad arguments, and (GPU machines only) CUDA == CPU bitwise.
+// chunk layout, the fused decompress-and-add loops against the unfused
+// sequence, bad arguments, and (GPU machines only) CUDA == CPU bitwise.
 #include <bagua/compression.h>
 #include <bagua/errors.h>
 
@@ -12,6 +13,10 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+namespace bagua::comm {
+bool minmax_uint8_use_avx2(bool on);  // engine/src/comm/minmax_uint8.cpp's test seam
+}
 
 namespace {
 
@@ -91,7 +96,16 @@ TEST(MinMaxUInt8, HandWorkedExamples) {
   EXPECT_EQ(back[2].item<float>(), 128.0f / 127.5f);
 }
 
-TEST(MinMaxUInt8, EveryByteMatchesTheReferenceForEverySizeAndChunking) {
+// Every byte against the reference, through the loops this CPU runs and,
+// where it has AVX2, through the portable ones too.
+class MinMaxUInt8Loops : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { was_ = bagua::comm::minmax_uint8_use_avx2(GetParam()); }
+  void TearDown() override { bagua::comm::minmax_uint8_use_avx2(was_); }
+  bool was_ = false;
+};
+
+TEST_P(MinMaxUInt8Loops, EveryByteMatchesTheReferenceForEverySizeAndChunking) {
   for (int64_t n : {0, 1, 2, 31, 32, 33, 1000, 100003}) {
     for (int64_t chunks : {1, 2, 3, 7}) {
       at::Tensor x = random_values(n, static_cast<uint64_t>(n * 10 + chunks));
@@ -222,6 +236,117 @@ TEST(MinMaxUInt8, BadArgumentsAreClearErrors) {
   } catch (const bagua::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("100 values in 2 chunks"), std::string::npos) << e.what();
   }
+}
+
+// The quantising loop runs sixteen values at a time: values on and next to
+// the half-way points between levels (where round-half-to-even decides),
+// both signs, the saturated ends, and a length that leaves a scalar tail.
+TEST_P(MinMaxUInt8Loops, VectorisedQuantisingMatchesTheReferenceOnTiesSignsAndEnds) {
+  const float lo = -3.0f, hi = 5.0f;
+  const float scale = static_cast<float>(255.0 / static_cast<double>(hi - lo + 1e-7f));
+  std::vector<float> values{lo, hi, 0.0f, -0.0f};
+  for (int level = -400; level <= 700; ++level) {
+    const float half = (static_cast<float>(level) + 0.5f) / scale;
+    values.push_back(half);
+    values.push_back(std::nextafter(half, 1e9f));
+    values.push_back(std::nextafter(half, -1e9f));
+  }
+  for (auto& v : values) v = std::min(hi, std::max(lo, v));
+  values.push_back(lo);  // the clamp above keeps min and max exact
+  values.push_back(hi);
+  values.push_back(1.0f);
+  at::Tensor x = at::tensor(values);
+  ASSERT_NE(x.numel() % 16, 0) << "the scalar tail must be exercised too";
+  auto got = bytes_of(MinMaxUInt8::compress(x, 1));
+  auto want = reference_chunk(x.data_ptr<float>(), x.numel());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i;
+}
+
+TEST_P(MinMaxUInt8Loops, ANonFiniteValueAnywhereMarksItsChunk) {
+  for (int64_t n : {5, 8, 9, 33, 1000}) {
+    for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+      for (float bad : {NAN, INFINITY, -INFINITY}) {
+        at::Tensor x = random_values(n, static_cast<uint64_t>(n + at));
+        x[at] = bad;
+        EXPECT_EQ(MinMaxUInt8::first_non_finite_chunk(MinMaxUInt8::compress(x, 1), n, 1), 0)
+            << "n=" << n << " at " << at << " value " << bad;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FastestAndPortable, MinMaxUInt8Loops, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Fastest" : "Portable";
+                         });
+
+// decompress_sum / decompress_add are one pass on the CPU; they must give
+// the bits of the unfused sequence (decompress, add in order, divide).
+TEST(MinMaxUInt8, FusedDecompressSumIsBitwiseTheLoopOfDecompressAndAdd) {
+  for (int64_t n : {0, 1, 7, 8, 9, 1000, 100003}) {
+    for (int parts : {1, 2, 3, 5}) {
+      for (bool average : {false, true}) {
+        std::vector<at::Tensor> packed;
+        for (int k = 0; k < parts; ++k) {
+          packed.push_back(MinMaxUInt8::compress(random_values(n, static_cast<uint64_t>(n * 31 + k)), 1));
+        }
+        at::Tensor want = at::zeros({n}), one = at::empty({n});
+        for (const auto& p : packed) {
+          MinMaxUInt8::decompress(p, one, 1);
+          want.add_(one);
+        }
+        if (average) want.div_(parts);
+        at::Tensor got = at::full({n}, 123.0f);  // overwritten, not added to
+        MinMaxUInt8::decompress_sum(packed, got, average);
+        ASSERT_TRUE(at::equal(got, want)) << "n=" << n << " parts=" << parts << " average=" << average;
+        // Not float32: the unfused path, same values.
+        at::Tensor as_double = at::empty({n}, at::kDouble);
+        MinMaxUInt8::decompress_sum(packed, as_double, average);
+        ASSERT_TRUE(at::equal(as_double.to(at::kFloat), want));
+      }
+    }
+  }
+}
+
+TEST(MinMaxUInt8, FusedDecompressSumCarriesAMarkedPartAsNaN) {
+  at::Tensor bad = random_values(40, 1);
+  bad[17] = INFINITY;
+  std::vector<at::Tensor> packed{MinMaxUInt8::compress(random_values(40, 2), 1), MinMaxUInt8::compress(bad, 1)};
+  at::Tensor out = at::empty({40});
+  MinMaxUInt8::decompress_sum(packed, out, true);
+  EXPECT_TRUE(out.isnan().all().item<bool>()) << "a marked chunk decompresses to NaN, so every sum is NaN";
+}
+
+TEST(MinMaxUInt8, FusedDecompressAddIsBitwiseDecompressThenAdd) {
+  for (int64_t n : {1, 15, 16, 17, 100003}) {
+    for (int64_t chunks : {1, 3}) {
+      at::Tensor z = MinMaxUInt8::compress(random_values(n, static_cast<uint64_t>(n + chunks)), chunks);
+      at::Tensor base = random_values(n, 99);
+      at::Tensor decoded = at::empty({n});
+      MinMaxUInt8::decompress(z, decoded, chunks);
+      at::Tensor want = base.clone().add_(decoded);
+      at::Tensor got = base.clone();
+      MinMaxUInt8::decompress_add(z, got, chunks);
+      ASSERT_TRUE(at::equal(got, want)) << "n=" << n << " chunks=" << chunks;
+      at::Tensor strided = at::zeros({n, 2}).select(1, 0);  // not contiguous: the unfused path
+      strided.copy_(base);
+      MinMaxUInt8::decompress_add(z, strided, chunks);
+      ASSERT_TRUE(at::equal(strided, want));
+    }
+  }
+}
+
+TEST(MinMaxUInt8, FusedDecompressArgumentsAreChecked) {
+  at::Tensor out = at::empty({10});
+  std::vector<at::Tensor> parts{MinMaxUInt8::compress(at::ones({10}), 1), MinMaxUInt8::compress(at::ones({40}), 1)};
+  try {
+    MinMaxUInt8::decompress_sum(parts, out, false);
+    FAIL() << "expected InvalidArgument";
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("part 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(MinMaxUInt8::decompress_sum({}, out, false), bagua::InvalidArgument);
+  EXPECT_THROW(MinMaxUInt8::decompress_add(MinMaxUInt8::compress(at::ones({40}), 1), out, 1), bagua::InvalidArgument);
 }
 
 // GPU machines only (scripts/gpu-check.sh): the kernel gives the CPU's bytes.

@@ -29,14 +29,16 @@
 // scattered to different ranks (ByteGrad's scatter-reduce does that).
 //
 // Inputs: float32, float16 or bfloat16, CPU or CUDA; the result is on the
-// input's device. CPU work is a tight loop over threads; CUDA builds run a
-// fused kernel (one pass for min/max, one to quantise) on the current
-// stream. The CPU and CUDA results are bitwise identical.
+// input's device. CPU work is a vectorised loop over threads (GCC vector
+// extensions, four floats per operation); CUDA builds run a fused kernel
+// (one pass for min/max, one to quantise) on the current stream. The CPU
+// and CUDA results are bitwise identical.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace bagua {
 
@@ -62,6 +64,20 @@ class MinMaxUInt8 {
   // dtype, same device), which must be what compress() was given in size and
   // chunks. Throws InvalidArgument when the sizes do not match.
   static void decompress(const at::Tensor& compressed, at::Tensor& out, int64_t chunks = 1);
+
+  // out += decompress(compressed): bitwise what decompress() into another
+  // tensor followed by out.add_() gives. A contiguous float32 `out` on the
+  // CPU takes one pass (each byte read once, `out` read and written once).
+  static void decompress_add(const at::Tensor& compressed, at::Tensor& out, int64_t chunks = 1);
+
+  // out = decompress(parts[0]) + decompress(parts[1]) + ..., divided by the
+  // number of parts when `average`; each part is a one-chunk compressed form
+  // of out.numel() values. The terms are added in float32 in the order given,
+  // starting from zero: bitwise what decompressing each and adding them in
+  // turn gives. A contiguous float32 `out` on the CPU takes one pass that
+  // reads every part's bytes once and writes `out` once (the low-precision
+  // scatter-reduce of ByteGrad and QAdam).
+  static void decompress_sum(const std::vector<at::Tensor>& parts, at::Tensor& out, bool average);
 
   // The index of the first chunk of `compressed` (numel values in `chunks`
   // chunks) that held a NaN or an infinity, or -1 when none did. Reads only

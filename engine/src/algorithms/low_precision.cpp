@@ -43,16 +43,13 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
   // is decided above this layer, on every rank the same way; refusing here
   // would stop only the ranks that received a marked chunk, mid-protocol.
 
-  // 3. This rank's share: the n versions of chunk r, added in rank order.
+  // 3. This rank's share: the n versions of chunk r, added in rank order
+  // (one pass over the received bytes on the CPU).
   const int64_t mine_len = len_of(r);
   at::Tensor& share = buffer(ws.share, mine_len, float_opts);
-  share.zero_();
-  at::Tensor& one = buffer(ws.one, mine_len, float_opts);
-  for (int i = 0; i < n; ++i) {
-    MinMaxUInt8::decompress(received.narrow(0, i * stride, slot_bytes(r)), one, 1);
-    share.add_(one);
-  }
-  if (average) share.div_(n);
+  std::vector<at::Tensor> versions;
+  for (int i = 0; i < n; ++i) versions.push_back(received.narrow(0, i * stride, slot_bytes(r)));
+  MinMaxUInt8::decompress_sum(versions, share, average);
 
   // 4. The share compressed again, gathered, and every share decompressed.
   at::Tensor& mine = buffer(ws.mine, stride, byte_opts);

@@ -17,7 +17,7 @@ namespace bagua::algorithms {
 // bucket), so a step allocates nothing: large fresh allocations cost more
 // than the compression itself (page faults and zeroing).
 struct LowPrecisionWorkspace {
-  at::Tensor packed, received, share, one, mine, gathered, out;
+  at::Tensor packed, received, share, mine, gathered, out;
 };
 
 // Over `group` of n ranks, in place on `flat` (1-D, contiguous, floating):

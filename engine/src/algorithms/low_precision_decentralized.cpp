@@ -46,7 +46,6 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
     st.right = x.clone();
     st.x = x;
     st.diff = at::empty_like(x);
-    st.scratch = at::empty_like(x);
     st.mine = at::empty({bytes}, byte_options);
     st.from_left = at::empty({bytes}, byte_options);
     st.from_right = at::empty({bytes}, byte_options);
@@ -96,7 +95,7 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
  private:
   struct State {
     at::Tensor w, left, right;                // Bagua's state: own weights and the neighbours' replicas
-    at::Tensor x, diff, scratch;              // the step's weights, difference, a decompressed one
+    at::Tensor x, diff;                       // the step's weights and difference
     at::Tensor mine, from_left, from_right;   // compressed differences
   };
 
@@ -134,12 +133,9 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
       throw Error("low_precision_decentralized: this rank's weights hold NaN or infinity; the training has diverged",
                   true);
     }
-    MinMaxUInt8::decompress(*from_left, st.scratch);
-    st.left.add_(st.scratch);
-    MinMaxUInt8::decompress(*from_right, st.scratch);
-    st.right.add_(st.scratch);
-    MinMaxUInt8::decompress(c, st.scratch);
-    st.w.add_(st.scratch);
+    MinMaxUInt8::decompress_add(*from_left, st.left);
+    MinMaxUInt8::decompress_add(*from_right, st.right);
+    MinMaxUInt8::decompress_add(c, st.w);
     x.copy_(st.w);
   }
 

@@ -98,7 +98,7 @@ int64_t low_precision_workspace_bytes(const PlanBuckets& buckets, int m) {
     const int64_t stride = minmax_layout::chunk_stride(b.padded_numel, m);
     const int64_t per = minmax_layout::chunk_numel(b.padded_numel, m);
     total += 3 * m * stride + stride;  // packed, received, gathered; this rank's share compressed
-    total += 2 * per * 4;              // the share and one decompressed chunk, float32
+    total += per * 4;                  // the share, float32 (decompress_sum adds the chunks in one pass)
     if (b.dtype != "float32") total += b.padded_numel * 4;  // a float32 result to copy back
   }
   return total;
