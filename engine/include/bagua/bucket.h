@@ -34,6 +34,8 @@ struct BaguaTensor {
   int64_t numel() const;
 };
 
+struct BucketOptions;
+
 class Bucket {
  public:
   Bucket(std::string name, std::vector<BaguaTensor> tensors, bool flatten, int64_t alignment);
@@ -53,12 +55,16 @@ class Bucket {
   // have been replaced; tensors still pointing into the buffer are skipped.
   void attach();
   // The bucket's data as one flat tensor of padded_numel() elements: the
-  // buffer itself when flattened, else a fresh copy of the tensors (pass it
-  // to write_back() after the operation). Padding is zero.
+  // buffer itself when flattened, else a copy of the tensors (pass it to
+  // write_back() after the operation). Padding is zero. The copy lives in
+  // scratch memory allocated once and reused by later calls, shared by the
+  // unflattened buckets make_buckets() made together (of one dtype and
+  // device): finish with one bucket's flat() before calling another's.
   at::Tensor flat();
   // Without flattening: copies the tensors into `out` (at least
   // padded_numel() elements, the bucket's dtype and device), allocating
-  // nothing; the padding of `out` is left as it is. Algorithms that keep
+  // nothing; an undefined tensor (no gradient yet) is copied as zeros, and
+  // the padding of `out` is left as it is. Algorithms that keep
   // their own buffer use this instead of flat() on every step.
   void copy_into(at::Tensor& out);
   // Copies `flat` back into the tensors (a no-op when flattened).
@@ -84,6 +90,10 @@ class Bucket {
   int64_t numel_ = 0;
   int64_t padded_numel_ = 0;
   at::Tensor buffer_;
+  std::shared_ptr<at::Tensor> scratch_;  // unflattened: flat()'s copy, grown to the largest bucket sharing it
+
+  friend std::vector<std::shared_ptr<Bucket>> make_buckets(const std::vector<BaguaTensor>& tensors,
+                                                           const BucketOptions& options);
 };
 
 struct BucketOptions {

@@ -50,11 +50,10 @@ AlgorithmDescriptor async_descriptor() {
     r.per_round = true;
     a.phases.push_back(r);
     a.rounds_per_second_at_most = 1000.0 / static_cast<double>(interval_ms);
-    // A round holds a snapshot and a sum of every bucket, and one bucket's copy.
-    a.transient_bytes = 2 * weights + traffic::largest_bucket(a.buckets);
-    if (!gradients.flatten && warmup > 0) {
-      a.transient_bytes = std::max(a.transient_bytes, traffic::largest_bucket(gradients));
-    }
+    // A round's snapshot, sum and updated copy of every bucket, allocated
+    // once; the warm-up's unflattened gradient buckets share one flat copy.
+    a.buffer_bytes = 3 * weights;
+    if (!gradients.flatten && warmup > 0) a.buffer_bytes += traffic::largest_bucket(gradients);
     return a;
   };
   return d;

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -50,6 +51,17 @@ class AsyncImpl : public AlgorithmImpl {
   bool communicates_during_backward() const override { return !async_phase_; }
   bool keeps_bucket_state() const override { return true; }  // the background loop reads the buckets
   bool on_tensor_ready(AlgorithmContext&, Bucket&, size_t) override { return !async_phase_; }
+
+  // The averaging's buffers, once per weight bucket (a round allocating
+  // model-sized tensors would page-fault them in again every round).
+  void init_operations(AlgorithmContext&, Bucket& bucket) override {
+    if (!async_phase_) return;
+    const auto options = at::TensorOptions().dtype(bucket.dtype()).device(bucket.device());
+    Round& r = rounds_[bucket.name()];
+    r.snapshot = at::zeros({bucket.padded_numel()}, options);  // padding stays zero throughout
+    r.sum = at::zeros_like(r.snapshot);
+    r.current = at::zeros_like(r.snapshot);
+  }
 
   // Warm-up: the exact average of the gradients.
   void run_bucket(AlgorithmContext&, Bucket& bucket) override {
@@ -156,22 +168,21 @@ class AsyncImpl : public AlgorithmImpl {
         allreduce(stop_all, ReduceOp::MIN, averaging_group_);
         if (stop_all.item<double>() > 0) break;
         const auto& buckets = ctx.buckets();
-        std::vector<at::Tensor> snapshots;
         claim_weights();
-        for (const auto& b : buckets) snapshots.push_back(b->flat());
+        for (const auto& b : buckets) b->copy_into(rounds_.at(b->name()).snapshot);
         release_weights();
-        std::vector<at::Tensor> sums;
-        for (const auto& s : snapshots) {
-          at::Tensor sum = s.clone();
-          allreduce(sum, ReduceOp::SUM, averaging_group_);
-          sums.push_back(sum);
+        for (const auto& b : buckets) {
+          Round& r = rounds_.at(b->name());
+          r.sum.copy_(r.snapshot);
+          allreduce(r.sum, ReduceOp::SUM, averaging_group_);
         }
         claim_weights();
-        for (size_t i = 0; i < buckets.size(); ++i) {
+        for (const auto& b : buckets) {
           at::NoGradGuard no_grad;
-          at::Tensor x = buckets[i]->flat();
-          x.add_(sums[i].div_(n).sub_(snapshots[i]));
-          buckets[i]->write_back(x);
+          Round& r = rounds_.at(b->name());
+          b->copy_into(r.current);
+          r.current.add_(r.sum.div_(n).sub_(r.snapshot));
+          b->write_back(r.current);
         }
         release_weights();
       }
@@ -197,6 +208,10 @@ class AsyncImpl : public AlgorithmImpl {
   bool training_ = false;  // this rank is between forward-pre and the end of its optimizer step
   bool applying_ = false;  // the thread reads or writes the weights
   std::exception_ptr error_;
+  struct Round {
+    at::Tensor snapshot, sum, current;  // the weights sent, the sum received, the weights updated
+  };
+  std::map<std::string, Round> rounds_;  // by bucket, made before the thread starts
   std::thread thread_;  // last: joined (destructor) before the members above go
 };
 

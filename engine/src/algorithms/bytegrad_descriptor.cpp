@@ -26,7 +26,7 @@ AlgorithmDescriptor bytegrad_descriptor() {
         traffic::low_precision_ledger(ctx.world, a.buckets, hier)));
     a.buffer_bytes =
         traffic::low_precision_workspace_bytes(a.buckets, hier ? ctx.world.nnodes : ctx.world.world_size);
-    if (!a.buckets.flatten) a.transient_bytes = traffic::largest_bucket(a.buckets);
+    if (!a.buckets.flatten) a.buffer_bytes += traffic::largest_bucket(a.buckets);  // Bucket::flat()'s shared copy
     return a;
   };
   return d;

@@ -96,10 +96,12 @@ AlgorithmDescriptor decentralized_descriptor() {
         exchange(world.nnodes, Where::kBetweenNodes, true);
         l.add(Op::kBroadcast, world.nproc_per_node, numel * e, Where::kWithinNode);
       }
-      // AverageWorkspace (rank 0 is a peer) and shift_one's buffer for theirs.
+      // AverageWorkspace (rank 0 is a peer): the padded values, and with
+      // company the chunks received and the rows of the mean sent; and
+      // shift_one's buffer for theirs.
       const int64_t ranks = mode == "all" ? std::max(1, peers) : 1;
       const int64_t per = (numel + ranks - 1) / ranks;
-      buffers += ranks * per * e + (ranks > 1 ? ranks * per * e + per * e : 0);
+      buffers += ranks * per * e + (ranks > 1 ? 2 * ranks * per * e : 0);
       if (mode == "shift_one") buffers += numel * e;
     }
     a.phases.push_back(traffic::phase_of("communication steps", what, l, 1, std::nullopt, every));

@@ -21,7 +21,7 @@ AlgorithmDescriptor gradient_allreduce_descriptor() {
         hier ? "each gradient bucket reduced to the node leader, allreduced among the leaders, broadcast in the node"
              : "an allreduce of each gradient bucket",
         traffic::allreduce_ledger(ctx.world, a.buckets, hier)));
-    if (!a.buckets.flatten) a.transient_bytes = traffic::largest_bucket(a.buckets);  // Bucket::flat()'s copy
+    if (!a.buckets.flatten) a.buffer_bytes = traffic::largest_bucket(a.buckets);  // Bucket::flat()'s shared copy
     return a;
   };
   return d;

@@ -52,12 +52,17 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
   MinMaxUInt8::decompress_sum(versions, share, average);
 
   // 4. The share compressed again, gathered, and every share decompressed.
-  at::Tensor& mine = buffer(ws.mine, stride, byte_opts);
+  // The allgather is an alltoall of n copies of this rank's compressed
+  // share, so that it lands in `gathered` as it is (c10d's Gloo allgather
+  // receives into a fresh buffer of the whole result and copies out).
+  at::Tensor& rows = buffer(ws.mine, n * stride, byte_opts);
+  at::Tensor mine = rows.narrow(0, 0, stride);
   at::Tensor mine_packed = mine.narrow(0, 0, slot_bytes(r));
   MinMaxUInt8::compress(share, mine_packed, 1);
   mine.narrow(0, slot_bytes(r), stride - slot_bytes(r)).zero_();  // a shorter last share's padding
+  for (int i = 1; i < n; ++i) rows.narrow(0, i * stride, stride).copy_(mine);
   at::Tensor& gathered = buffer(ws.gathered, n * stride, byte_opts);
-  allgather(mine, gathered, group);
+  alltoall(rows, gathered, group);
   const bool direct = flat.scalar_type() == at::kFloat && flat.is_contiguous();
   at::Tensor out = direct ? flat : buffer(ws.out, numel, float_opts);
   at::Tensor out_flat = out.view({-1});

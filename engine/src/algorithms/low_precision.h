@@ -15,7 +15,8 @@ namespace bagua::algorithms {
 
 // Buffers compressed_allreduce() reuses from one call to the next (one per
 // bucket), so a step allocates nothing: large fresh allocations cost more
-// than the compression itself (page faults and zeroing).
+// than the compression itself (page faults and zeroing). `mine` holds this
+// rank's compressed share once per rank (the allgather's alltoall input).
 struct LowPrecisionWorkspace {
   at::Tensor packed, received, share, mine, gathered, out;
 };

@@ -37,7 +37,8 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
   // with_bagua's broadcast); the other buffers are the step's scratch,
   // allocated once.
   void init_operations(AlgorithmContext&, Bucket& bucket) override {
-    at::Tensor x = bucket.flat();
+    at::Tensor x = at::zeros({bucket.padded_numel()}, at::TensorOptions().dtype(bucket.dtype()).device(bucket.device()));
+    bucket.copy_into(x);
     const int64_t n = x.numel(), bytes = MinMaxUInt8::compressed_bytes(n, 1);
     const auto byte_options = x.options().dtype(at::kByte);
     State& st = state_[bucket.name()];

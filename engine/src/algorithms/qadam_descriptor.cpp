@@ -33,7 +33,7 @@ AlgorithmDescriptor qadam_descriptor() {
         traffic::low_precision_ledger(ctx.world, a.buckets, hier), w + 1));
     a.buffer_bytes =
         traffic::low_precision_workspace_bytes(a.buckets, hier ? ctx.world.nnodes : ctx.world.world_size);
-    if (!a.buckets.flatten) a.transient_bytes = traffic::largest_bucket(a.buckets);
+    if (!a.buckets.flatten) a.buffer_bytes += traffic::largest_bucket(a.buckets);  // Bucket::flat()'s shared copy
     if (!ctx.qadam_optimizer) {
       a.note = "needs optimizers: [{type: qadam}]; warm-up of " + std::to_string(w) + " steps (the default) assumed";
     }

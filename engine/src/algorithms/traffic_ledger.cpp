@@ -97,7 +97,7 @@ int64_t low_precision_workspace_bytes(const PlanBuckets& buckets, int m) {
   for (const auto& b : buckets.buckets) {
     const int64_t stride = minmax_layout::chunk_stride(b.padded_numel, m);
     const int64_t per = minmax_layout::chunk_numel(b.padded_numel, m);
-    total += 3 * m * stride + stride;  // packed, received, gathered; this rank's share compressed
+    total += 4 * m * stride;           // packed, received, gathered; this rank's share compressed, m times
     total += per * 4;                  // the share, float32 (decompress_sum adds the chunks in one pass)
     if (b.dtype != "float32") total += b.padded_numel * 4;  // a float32 result to copy back
   }

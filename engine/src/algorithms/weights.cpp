@@ -50,7 +50,7 @@ AverageWorkspace::AverageWorkspace(int64_t numel, int64_t ranks, const at::Tenso
   values_ = padded_.narrow(0, 0, numel);
   if (ranks_ > 1) {  // alone, the values are their own mean: no exchange buffers
     chunks_ = at::empty({ranks_, per}, options);
-    mine_ = at::empty({per}, options);
+    rows_ = at::empty({ranks_, per}, options);
   }
 }
 
@@ -63,9 +63,15 @@ void average_all(AverageWorkspace& ws, const ProcessGroupPtr& group) {
   }
   // Rank j gets every rank's chunk j and adds them in rank order.
   alltoall(ws.padded_, ws.chunks_, group);
-  at::sum_out(ws.mine_, ws.chunks_, {0});
-  ws.mine_.div_(n);
-  allgather(ws.mine_, ws.padded_, group);
+  at::Tensor mean = ws.rows_.select(0, 0);
+  at::sum_out(mean, ws.chunks_, {0});
+  mean.div_(n);
+  // Then every rank's chunk of the mean to every rank: an allgather, made
+  // an alltoall of n copies of the chunk so that it lands in padded_ where
+  // it is. (c10d's Gloo allgather receives into a fresh buffer as large as
+  // the whole result and copies out of it, every step.)
+  for (int64_t r = 1; r < n; ++r) ws.rows_.select(0, r).copy_(mean);
+  alltoall(ws.rows_, ws.padded_, group);
 }
 
 }  // namespace bagua::algorithms

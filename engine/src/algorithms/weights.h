@@ -40,12 +40,12 @@ class AverageWorkspace {
   at::Tensor padded_;  // ranks x per values: values_, then zeros
   at::Tensor values_;  // padded_'s first numel values
   at::Tensor chunks_;  // what the alltoall delivers: every rank's copy of this rank's chunk
-  at::Tensor mine_;    // this rank's chunk of the mean
+  at::Tensor rows_;    // this rank's chunk of the mean, once per rank (the second alltoall's input)
 };
 
 // The mean of ws.values() over `group` (of the workspace's size), in place:
-// a scatter-reduce (chunks added in rank order) and an allgather, so every
-// run gives the same bits.
+// a scatter-reduce (chunks added in rank order) and an allgather (as an
+// alltoall, into ws.values() directly), so every run gives the same bits.
 void average_all(AverageWorkspace& ws, const ProcessGroupPtr& group);
 
 }  // namespace bagua::algorithms

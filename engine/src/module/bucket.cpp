@@ -55,7 +55,15 @@ at::Tensor Bucket::flat() {
     attach();
     return buffer_;
   }
-  at::Tensor out = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
+  // A model-sized allocation every step would page-fault in again wherever
+  // the allocator gives large blocks back: the copy reuses scratch memory.
+  if (!scratch_) scratch_ = std::make_shared<at::Tensor>();
+  at::Tensor& scratch = *scratch_;
+  if (!scratch.defined() || scratch.numel() < padded_numel_) {
+    scratch = at::empty({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
+  }
+  at::Tensor out = scratch.narrow(0, 0, padded_numel_);
+  if (padded_numel_ > numel_) out.narrow(0, numel_, padded_numel_ - numel_).zero_();
   copy_into(out);
   return out;
 }
@@ -64,7 +72,12 @@ void Bucket::copy_into(at::Tensor& out) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     at::Tensor current = tensors_[i].get();
-    if (current.defined()) out.narrow(0, offsets_[i], tensors_[i].numel()).copy_(current.reshape({-1}));
+    at::Tensor slice = out.narrow(0, offsets_[i], tensors_[i].numel());
+    if (current.defined()) {
+      slice.copy_(current.reshape({-1}));
+    } else {
+      slice.zero_();  // no gradient yet: zero, as it will be
+    }
   }
 }
 
@@ -129,9 +142,16 @@ std::vector<std::shared_ptr<Bucket>> make_buckets(const std::vector<BaguaTensor>
   }
   std::sort(closed.begin(), closed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::shared_ptr<Bucket>> buckets;
+  std::map<std::pair<at::ScalarType, std::string>, std::shared_ptr<at::Tensor>> scratch;  // flat()'s, shared
   for (auto& [first, ts] : closed) {
     buckets.push_back(std::make_shared<Bucket>("bucket" + std::to_string(buckets.size()), std::move(ts),
                                                options.flatten, options.alignment));
+    Bucket& b = *buckets.back();
+    if (!options.flatten) {
+      auto& shared = scratch[{b.dtype(), b.device().str()}];
+      if (!shared) shared = std::make_shared<at::Tensor>();
+      b.scratch_ = shared;
+    }
   }
   return buckets;
 }

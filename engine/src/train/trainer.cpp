@@ -19,6 +19,7 @@
 #include "train/components.h"
 #include "train/evaluation.h"
 #include "train/metrics_window.h"
+#include "train/allocation_counter.h"
 #include "train/nonfinite_guard.h"
 #include "train/progress_reporter.h"
 #include "train/replicas.h"
@@ -135,6 +136,7 @@ class Worker {
   train::DivergenceWatch divergence_;
   std::unique_ptr<train::ReplicaAverage> average_;
   std::unique_ptr<train::TestFaults> faults_;  // null unless a test plants one
+  std::unique_ptr<train::AllocationCounter> allocations_;  // null unless BAGUA_COUNT_ALLOCATIONS is set
   std::unique_ptr<train::ProgressReporter> progress_;  // step and phase, for bagua run's stall watch
   train::Position pos_;
   TrainOutcome outcome_;
@@ -152,6 +154,7 @@ void Worker::setup() {
   env_ = train::WorkerEnvironment::join(device, join);
   progress_ = std::make_unique<train::ProgressReporter>(env_.rank, env_.world);
   faults_ = train::TestFaults::from_environment(env_.rank);
+  allocations_ = train::AllocationCounter::from_environment();
   out_dir_ = recipe_.output.dir;
   ckpt_dir_ = out_dir_ / "checkpoints";
   fs::create_directories(out_dir_);
@@ -353,7 +356,9 @@ void Worker::loop() {
       trace_->begin_step(pos_.step + 1);
       phase(train::Phase::kCoordination, "control: stop vote");
       if (stop_due()) return stop_at({pos_.step, epoch, b});
+      if (allocations_) allocations_->step_begins(pos_.step);
       train_step(epoch, b, batches[b]);
+      if (allocations_) allocations_->step_ends();
       after_step(epoch, b, b + 1 == count);
       trace_->end_step();
     }
@@ -553,6 +558,10 @@ void Worker::finish() {
   }
   stop_vote_->drain(env_.control);
   outcome_.steps = pos_.step;
+  if (allocations_) {
+    std::fprintf(stderr, "rank %d: %s\n", env_.rank, allocations_->summary().c_str());
+    std::fflush(stderr);
+  }
   barrier(env_.control);
 }
 
