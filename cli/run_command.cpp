@@ -15,11 +15,13 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,7 +93,27 @@ const CommandRegistration kRun{
           "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n");
       return [f]() -> int {
         if (f->trace) f->overrides.push_back("output.trace=true");  // the workers get it too
-        std::vector<std::string> overrides = f->overrides;
+        const StartedAs started = started_as();
+        std::vector<std::string> overrides;
+        if (started == StartedAs::kAgent) {
+          // torchrun's PET_* defaults (a Kubeflow TrainJob pod sets only
+          // these): before --set and the flags, which win.
+          std::set<std::string> given;
+          if (f->nproc_per_node) given.insert("nproc_per_node");
+          if (f->nnodes) given.insert("nnodes");
+          if (f->node_rank) given.insert("node_rank");
+          if (f->master_addr) given.insert("master_addr");
+          if (f->master_port) given.insert("master_port");
+          try {
+            PetDefaults pet = pet_defaults([](const char* name) { return std::getenv(name); }, given);
+            overrides = pet.overrides;
+            for (const auto& note : pet.notes) std::cerr << "bagua run: " << note << "\n";
+          } catch (const InvalidArgument& e) {
+            std::cerr << "bagua run: " << e.what() << "\n";
+            return kExitInvalidInput;
+          }
+        }
+        overrides.insert(overrides.end(), f->overrides.begin(), f->overrides.end());
         auto flag = [&](const char* key, const std::string& value) {
           overrides.push_back(std::string("distributed.") + key + "=" + value);
         };
@@ -100,7 +122,6 @@ const CommandRegistration kRun{
         if (f->node_rank) flag("node_rank", std::to_string(*f->node_rank));
         if (f->master_addr) flag("master_addr", "'" + *f->master_addr + "'");
         if (f->master_port) flag("master_port", std::to_string(*f->master_port));
-        const StartedAs started = started_as();
         // A run directory (bagua run runs/NAME) runs what it recorded, into itself.
         const std::string recipe_file = locate_recipe_argument(f->recipe);
         if (is_run_directory(f->recipe)) {
@@ -121,6 +142,17 @@ const CommandRegistration kRun{
           for (const auto& note : recipe.notes) std::cerr << note.to_string() << " (note)\n";
         }
         if (started == StartedAs::kSlurmTask) adopt_slurm_environment(recipe);
+        if (started == StartedAs::kTorchrunWorker && std::getenv("LOCAL_WORLD_SIZE") == nullptr &&
+            recipe.distributed.nproc_per_node > 1 && std::string(std::getenv("RANK")) == "0") {
+          // A Kubernetes PyTorchJob (v1) pod without torchrun: WORLD_SIZE is
+          // the number of pods, and each pod is one worker.
+          std::cerr << "bagua run: note: RANK and WORLD_SIZE are set but LOCAL_WORLD_SIZE is not (a Kubernetes "
+                       "PyTorchJob pod, say, rather than torchrun): this process trains as 1 of WORLD_SIZE="
+                    << std::getenv("WORLD_SIZE") << " workers, one per pod, and distributed.nproc_per_node ("
+                    << recipe.distributed.nproc_per_node
+                    << ") is not used. For several workers per pod, let the pod run torchrun with bagua run "
+                       "as its worker, or leave RANK unset and give bagua run the nodes (docs/multi-node.md)\n";
+        }
         if (started == StartedAs::kAgent) return run_as_agent(recipe, *f, overrides);
         return run_as_worker(recipe);
       };

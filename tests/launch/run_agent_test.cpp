@@ -1,6 +1,7 @@
 // The run agent's pure parts (bagua/run_agent.h): the restart policy on
-// every kind of attempt, how a process knows what it was started as, and
-// the Slurm task layout. No process is started here.
+// every kind of attempt, how a process knows what it was started as, the
+// Slurm task layout, and torchrun's PET_* defaults. No process is started here.
+#include <bagua/errors.h>
 #include <bagua/exit_codes.h>
 #include <bagua/run_agent.h>
 
@@ -13,7 +14,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -206,6 +210,83 @@ TEST(AttemptLogs, EachAttemptsLogsMoveToTheirOwnFolder) {
   EXPECT_FALSE(std::filesystem::exists(dir / "rank-0.log"));
   EXPECT_TRUE(std::filesystem::exists(dir / "redis-node-0.log"));
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// torchrun's PET_* variables, as a map the tests fill.
+std::function<const char*(const char*)> pet_env(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string pet_error(const std::map<std::string, std::string>& vars) {
+  try {
+    bagua::pet_defaults(pet_env(vars));
+  } catch (const bagua::InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// What a Kubeflow TrainJob pod sets, and nothing else, is a whole set of
+// flags; the command line's keys are not read from the environment.
+TEST(PetDefaults, ATrainJobPodsVariablesBecomeTheDistributedKeys) {
+  auto pet = bagua::pet_defaults(pet_env({{"PET_NNODES", "3"},
+                                          {"PET_NPROC_PER_NODE", "4"},
+                                          {"PET_NODE_RANK", "2"},
+                                          {"PET_MASTER_ADDR", "job-node-0-0.job"},
+                                          {"PET_MASTER_PORT", "29400"},
+                                          {"PET_MAX_RESTARTS", "2"},
+                                          {"PET_RDZV_ID", "job"}}));
+  EXPECT_EQ(pet.overrides,
+            (std::vector<std::string>{"distributed.nnodes=3", "distributed.nproc_per_node=4", "distributed.node_rank=2",
+                                      "distributed.master_addr=\"job-node-0-0.job\"", "distributed.master_port=29400",
+                                      "distributed.max_restarts=2"}));
+  EXPECT_TRUE(pet.notes.empty());
+  auto flags_win = bagua::pet_defaults(
+      pet_env({{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "x"}, {"PET_MASTER_PORT", "29400"}}),
+      {"nnodes", "node_rank"});
+  EXPECT_EQ(flags_win.overrides, (std::vector<std::string>{"distributed.master_port=29400"}));
+  EXPECT_TRUE(bagua::pet_defaults(pet_env({})).overrides.empty());
+}
+
+TEST(PetDefaults, TheRendezvousEndpointNamesTheMasterUnlessTheMasterIsGiven) {
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_RDZV_ENDPOINT", "trainer-master-0:23456"}})).overrides,
+            (std::vector<std::string>{"distributed.master_addr=\"trainer-master-0\"", "distributed.master_port=23456"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_RDZV_ENDPOINT", "[fd00::1]:29500"}})).overrides,
+            (std::vector<std::string>{"distributed.master_addr=\"fd00::1\"", "distributed.master_port=29500"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_RDZV_ENDPOINT", "head:1"}, {"PET_MASTER_ADDR", "other"}})).overrides,
+            (std::vector<std::string>{"distributed.master_addr=\"other\"", "distributed.master_port=1"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_NNODES", "2:2"}, {"PET_NODE_RANK", "1"}})).overrides,
+            (std::vector<std::string>{"distributed.nnodes=2", "distributed.node_rank=1"}));
+  auto gpu = bagua::pet_defaults(pet_env({{"PET_NPROC_PER_NODE", "gpu"}}));
+  EXPECT_TRUE(gpu.overrides.empty());
+  ASSERT_EQ(gpu.notes.size(), 1u);
+  EXPECT_NE(gpu.notes[0].find("the recipe's distributed.nproc_per_node is used"), std::string::npos);
+}
+
+// What bagua cannot honour is refused, naming the variable and the way out.
+TEST(PetDefaults, AnElasticRangeOrAMissingNodeRankIsRefusedWithTheWayOut) {
+  const std::string range = pet_error({{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "0"}});
+  EXPECT_NE(range.find("PET_NNODES=1:4"), std::string::npos) << range;
+  EXPECT_NE(range.find("elastic"), std::string::npos) << range;
+  EXPECT_NE(range.find("torchrun"), std::string::npos) << range;
+  const std::string rank = pet_error({{"PET_NNODES", "2"}});
+  EXPECT_NE(rank.find("no PET_NODE_RANK"), std::string::npos) << rank;
+  for (const auto& [var, value] : std::map<std::string, std::string>{{"PET_NNODES", "two"},
+                                                                      {"PET_NPROC_PER_NODE", "0"},
+                                                                      {"PET_NODE_RANK", "-1"},
+                                                                      {"PET_MASTER_PORT", "70000"},
+                                                                      {"PET_MAX_RESTARTS", "many"},
+                                                                      {"PET_RDZV_ENDPOINT", ":29500"}}) {
+    const std::string error = pet_error({{var, value}});
+    EXPECT_NE(error.find(var + "=" + value), std::string::npos) << var << ": " << error;
+  }
 }
 
 }  // namespace

@@ -407,6 +407,28 @@ TEST_F(MultiNodeTest, TorchrunStyleWorkersOnTwoNodesPickTheirInterface) {
   }
 }
 
+// A Kubeflow TrainJob pod's command is `bagua run recipe.yaml` alone; the
+// operator sets torchrun's PET_* variables and nothing else. Two such pods
+// make one job; PET_NPROC_PER_NODE=1 beats the recipe's 2 per node.
+TEST_F(MultiNodeTest, PetVariablesAloneMakeATwoNodeJob) {
+  const std::string args = recipe_file("pet", "{name: gradient_allreduce}");
+  std::unique_ptr<Node> pods[2];
+  for (int node = 0; node < 2; ++node) {
+    const std::string env = "PET_NNODES=2 PET_NPROC_PER_NODE=1 PET_NODE_RANK=" + std::to_string(node) +
+                            " PET_MASTER_ADDR=" + TwoNodes::address(0) + " PET_MASTER_PORT=29500 PET_RDZV_ID=pet-job";
+    pods[node] = std::make_unique<Node>(nodes_->name(node),
+                                        args + " --set output.dir=" + (dir_ / ("pod" + std::to_string(node))).string(),
+                                        dir_ / ("pod" + std::to_string(node) + ".out"), env);
+  }
+  const int code0 = pods[0]->wait(), code1 = pods[1]->wait();
+  const std::string out0 = pods[0]->output(), out1 = pods[1]->output();
+  ASSERT_EQ(code0, 0) << out0 << "\n---- pod 1:\n" << out1;
+  ASSERT_EQ(code1, 0) << out1;
+  EXPECT_NE(out0.find("final weights identical on all 2 workers"), std::string::npos) << out0;
+  EXPECT_TRUE(fs::exists(dir_ / "pod1" / "logs" / "rank-1.log")) << out1;
+  EXPECT_TRUE(fs::exists(dir_ / "pod0" / "model.pt")) << out0;
+}
+
 // The container of examples/k8s/indexed-job.yaml as Kubernetes would start
 // it in pod `index`: its command and arguments with $(VAR) expanded from its
 // environment, and that environment (the completion-index annotation read

@@ -245,6 +245,23 @@ TEST_F(RunTest, RunsAsASingleWorkerWhenTorchrunVariablesAreSet) {
   EXPECT_NE(results[0].output.find("2 workers"), std::string::npos) << results[0].output;
   EXPECT_TRUE(fs::exists(dir_ / "worker" / "model.pt"));
   EXPECT_FALSE(fs::exists(dir_ / "worker" / "logs")) << "no launcher: no per-rank logs";
+  EXPECT_EQ(results[0].output.find("LOCAL_WORLD_SIZE is not"), std::string::npos) << "torchrun sets it";
+}
+
+// A Kubernetes PyTorchJob (v1) pod without torchrun sets RANK and
+// WORLD_SIZE (the number of pods) and no LOCAL_WORLD_SIZE: each pod is one
+// worker, and a recipe that asks for 2 per node is told so, not quietly
+// shrunk.
+TEST_F(RunTest, APyTorchJobPodIsOneWorkerAndSaysSoWhenTheRecipeAsksForMore) {
+  std::string recipe = write_recipe("pods");
+  auto results = run_as_two_torchrun_workers(dir_, recipe, [](int) { return std::string("env -u LOCAL_WORLD_SIZE"); });
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("this process trains as 1 of WORLD_SIZE=2 workers, one per pod, and "
+                                   "distributed.nproc_per_node (2) is not used"),
+            std::string::npos)
+      << results[0].output;
+  EXPECT_TRUE(fs::exists(dir_ / "pods" / "model.pt"));
 }
 
 TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {

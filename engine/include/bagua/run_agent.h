@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,27 @@ StartedAs started_as();
 // entry per node in node order) and SLURM_NODEID; else
 // SLURM_NTASKS_PER_NODE; else nothing.
 std::optional<int> slurm_tasks_on_this_node();
+
+// torchrun's defaults for its flags, as a Kubeflow TrainJob pod or a
+// PyTorchJob with elasticPolicy sets them (and nothing else), read as
+// defaults for `bagua run`'s: PET_NNODES (N, or N:N), PET_NPROC_PER_NODE
+// (a number; auto, cpu and gpu keep the recipe's), PET_NODE_RANK,
+// PET_MASTER_ADDR, PET_MASTER_PORT, PET_RDZV_ENDPOINT (HOST:PORT, for the
+// master when PET_MASTER_* are not set), PET_MAX_RESTARTS; PET_RDZV_ID is
+// accepted and has no effect. Returned as recipe overrides
+// ("distributed.KEY=VALUE") to go before the command line's own, which win,
+// with notes to print. `env` reads a variable (null when unset); `given`
+// names the distributed keys the command line sets, whose variables are
+// not read. Throws
+// InvalidArgument, naming the variable, for a value bagua cannot honour:
+// an elastic range MIN:MAX (bagua's agent runs a fixed set of nodes), or
+// several nodes with no node rank (which only an elastic rendezvous
+// assigns).
+struct PetDefaults {
+  std::vector<std::string> overrides;
+  std::vector<std::string> notes;
+};
+PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, const std::set<std::string>& given = {});
 
 // Sets torchrun's variables from Slurm's (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK), and MASTER_ADDR/MASTER_PORT from the

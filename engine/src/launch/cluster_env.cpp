@@ -4,7 +4,13 @@
 
 #include "launch/slurm_hostlist.h"
 
+#include <bagua/errors.h>
+
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <string>
 
 namespace bagua {
@@ -42,6 +48,99 @@ std::optional<int> slurm_tasks_on_this_node() {
   }
   if (env_set("SLURM_NTASKS_PER_NODE")) return std::atoi(std::getenv("SLURM_NTASKS_PER_NODE"));
   return std::nullopt;
+}
+
+namespace {
+// A whole decimal number in [lo, hi], else nullopt.
+std::optional<long long> whole_number(const std::string& text, long long lo, long long hi) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const long long v = std::stoll(text);
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, const std::set<std::string>& given) {
+  PetDefaults out;
+  // The variables behind keys the command line gives are not read at all.
+  const std::map<std::string, std::string> key_of = {
+      {"PET_NNODES", "nnodes"},           {"PET_NPROC_PER_NODE", "nproc_per_node"}, {"PET_NODE_RANK", "node_rank"},
+      {"PET_MASTER_ADDR", "master_addr"}, {"PET_MASTER_PORT", "master_port"},       {"PET_MAX_RESTARTS", "max_restarts"}};
+  auto get = [&](const char* name) -> std::optional<std::string> {
+    if (auto k = key_of.find(name); k != key_of.end() && given.count(k->second)) return std::nullopt;
+    const char* v = env(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  };
+  auto set = [&](const std::string& key, const std::string& value) {
+    out.overrides.push_back("distributed." + key + "=" + value);
+  };
+  auto bad = [](const std::string& var, const std::string& value, const std::string& why) {
+    return InvalidArgument(var + "=" + value + ": " + why);
+  };
+  long long nnodes = 1;
+  if (auto v = get("PET_NNODES")) {
+    const auto colon = v->find(':');
+    const std::string lo = v->substr(0, colon), hi = colon == std::string::npos ? lo : v->substr(colon + 1);
+    const auto min = whole_number(lo, 1, 1 << 20), max = whole_number(hi, 1, 1 << 20);
+    if (!min || !max || *min > *max) throw bad("PET_NNODES", *v, "expected a number of nodes N, or N:N");
+    if (*min != *max) {
+      throw bad("PET_NNODES", *v,
+                "an elastic range of nodes; bagua run's own agent runs a fixed number of nodes (elastic "
+                "membership is not implemented yet). Set one number, or start bagua run as the worker command "
+                "of torchrun, which runs elastic jobs (docs/multi-node.md)");
+    }
+    nnodes = *min;
+    set("nnodes", std::to_string(nnodes));
+  }
+  if (auto v = get("PET_NPROC_PER_NODE")) {
+    if (auto n = whole_number(*v, 1, 1 << 16)) {
+      set("nproc_per_node", std::to_string(*n));
+    } else if (*v == "auto" || *v == "cpu" || *v == "gpu") {
+      out.notes.push_back("PET_NPROC_PER_NODE=" + *v + ": the recipe's distributed.nproc_per_node is used");
+    } else {
+      throw bad("PET_NPROC_PER_NODE", *v, "expected a number of workers (or auto, cpu, gpu)");
+    }
+  }
+  if (auto v = get("PET_NODE_RANK")) {
+    const auto r = whole_number(*v, 0, 1 << 20);
+    if (!r) throw bad("PET_NODE_RANK", *v, "expected this node's index, 0 or more");
+    set("node_rank", std::to_string(*r));
+  } else if (nnodes > 1 && !given.count("node_rank")) {
+    throw bad("PET_NNODES", std::to_string(nnodes),
+              "several nodes but no PET_NODE_RANK (or --node-rank): bagua run's agent needs each node's index, "
+              "which only an elastic rendezvous assigns, and that is not implemented yet. Set PET_NODE_RANK "
+              "(a TrainJob does), or start bagua run as the worker command of torchrun (docs/multi-node.md)");
+  }
+  std::optional<std::string> addr = get("PET_MASTER_ADDR"), port = get("PET_MASTER_PORT");
+  if (auto v = get("PET_RDZV_ENDPOINT")) {
+    // HOST:PORT, [IPv6]:PORT, or HOST alone.
+    std::string host = *v, p;
+    if (!host.empty() && host.front() == '[') {
+      const auto close = host.find(']');
+      if (close == std::string::npos) throw bad("PET_RDZV_ENDPOINT", *v, "expected HOST:PORT");
+      p = close + 1 < host.size() && host[close + 1] == ':' ? host.substr(close + 2) : "";
+      host = host.substr(1, close - 1);
+    } else if (const auto colon = host.rfind(':'); colon != std::string::npos) {
+      p = host.substr(colon + 1);
+      host = host.substr(0, colon);
+    }
+    if (host.empty()) throw bad("PET_RDZV_ENDPOINT", *v, "expected HOST:PORT");
+    if (!addr && !given.count("master_addr")) addr = host;
+    if (!port && !p.empty() && !given.count("master_port")) port = p;
+  }
+  if (addr) set("master_addr", nlohmann::json(*addr).dump());
+  if (port) {
+    const auto n = whole_number(*port, 1, 65535);
+    if (!n) throw bad(get("PET_MASTER_PORT") ? "PET_MASTER_PORT" : "PET_RDZV_ENDPOINT", *port, "expected a port, 1-65535");
+    set("master_port", std::to_string(*n));
+  }
+  if (auto v = get("PET_MAX_RESTARTS")) {
+    const auto n = whole_number(*v, 0, 1 << 20);
+    if (!n) throw bad("PET_MAX_RESTARTS", *v, "expected a number of restarts, 0 or more");
+    set("max_restarts", std::to_string(*n));
+  }
+  return out;
 }
 
 void adopt_slurm_environment(const Recipe& recipe) {
