@@ -3,8 +3,14 @@
 
     /usr/bin/python3 bench/vs_ddp.py [--rounds 5] [--workers 2] [--steps 300] [--short 60]
     sudo /usr/bin/python3 bench/vs_ddp.py --link 1gbit     # over a loopback limited to 1 Gbit/s
+    /usr/bin/python3 bench/vs_ddp.py --hidden 4096 --algorithms all   # the 20 M model, every algorithm
 
-Both train the same TorchScript MLP 784-1024-1024-10 on Fashion-MNIST with
+--algorithms runs several bagua algorithms (the synchronous ones), each
+beside the same DDP baseline; --ddp-malloc adds DDP with bagua's malloc
+policy (train.allocator: tuned) as environment variables.
+
+Both train the same TorchScript MLP 784-H-H-10 (H = --hidden, 1024 by
+default: 1.9 M parameters; 4096 gives 20 M) on Fashion-MNIST with
 workers of 1 thread each, batch 64 per worker, SGD (lr 0.05, momentum 0.9),
 the same DistributedSampler order; DDP's workers are started per rank
 (Debian's torchrun is broken). Each round runs, alternating, bagua and DDP
@@ -43,10 +49,13 @@ FMNIST = "/usr/share/datasets/fashion-mnist/"
 PREFIX = []  # ["ip", "netns", "exec", NS] under --link
 
 
-def export_model(path):
+SYNCHRONOUS = ["gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "qadam"]
+
+
+def export_model(path, hidden):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                          nn.Linear(1024, 10))
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                          nn.Linear(hidden, 10))
     torch.jit.script(model).save(path)
 
 
@@ -67,18 +76,30 @@ def limit_loopback(rate):
     return ns
 
 
-def run_bagua(tmp, model, workers, steps, warmup, batch):
+def algorithm_block(name):
+    """The recipe's algorithm: one machine, so no hierarchical variant; qadam
+    with its own optimizer (it replaces the recipe's SGD)."""
+    if name == "gradient_allreduce":
+        return "{name: gradient_allreduce}"
+    if name == "qadam":
+        return "{name: qadam, hierarchical: false}"
+    return f"{{name: {name}, hierarchical: false}}"
+
+
+def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce"):
     """(wall seconds of the whole command, in-loop samples/s)."""
-    out = os.path.join(tmp, f"bagua-{workers}-{steps}")
-    recipe = os.path.join(tmp, "bench.yaml")
+    out = os.path.join(tmp, f"bagua-{algorithm}-{workers}-{steps}")
+    recipe = os.path.join(tmp, f"bench-{algorithm}.yaml")
+    optimizer = ("{type: qadam, lr: 0.001, warmup_steps: 20}" if algorithm == "qadam"
+                 else "{type: sgd, lr: 0.05, momentum: 0.9}")
     with open(recipe, "w") as f:
         f.write(f"""name: bench
 model: {{torchscript: {model}, loss: cross_entropy}}
 data:
   train: {{format: idx, images: {FMNIST}train-images-idx3-ubyte.gz, labels: {FMNIST}train-labels-idx1-ubyte.gz}}
   batch_size: {batch}
-optimizers: [{{type: sgd, lr: 0.05, momentum: 0.9}}]
-algorithm: {{name: gradient_allreduce}}
+optimizers: [{optimizer}]
+algorithm: {algorithm_block(algorithm)}
 train: {{epochs: 1, max_steps: {steps}, log_every_steps: {warmup}, eval_every: never, threads: 1}}
 checkpoint: {{resume: never, every_steps: 1000000}}
 """)
@@ -89,18 +110,23 @@ checkpoint: {{resume: never, every_steps: 1000000}}
     wall = time.perf_counter() - begin
     records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     first = next(r for r in records if r.get("step") == warmup)
-    last = records[-1]
+    last = [r for r in records if "time" in r][-1]
     return wall, (last["step"] - first["step"]) * batch * workers / (last["time"] - first["time"])
 
 
-def run_ddp(model, workers, steps, warmup, batch):
+# What train.allocator: tuned does inside bagua's workers, as glibc's
+# environment variables (DDP's workers under --ddp-malloc).
+TUNED_MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "4294967296", "MALLOC_ARENA_MAX": "1"}
+
+
+def run_ddp(model, workers, steps, warmup, batch, malloc=None):
     """(wall seconds of the whole command, in-loop samples/s)."""
     port = free_port()
     procs = []
     begin = time.perf_counter()
     for rank in range(workers):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", **(malloc or {}))
         procs.append(subprocess.Popen(PREFIX + ["/usr/bin/python3", os.path.join(ROOT, "bench", "ddp_worker.py"),
                                                 model, str(steps), str(warmup), str(batch)],
                                       env=env, stdout=subprocess.PIPE, text=True))
@@ -119,40 +145,58 @@ def main():
     ap.add_argument("--short", type=int, default=60, help="steps of the short run (whole-command measurement)")
     ap.add_argument("--warmup", type=int, default=50, help="steps left out of the in-loop figure")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--hidden", type=int, default=1024, help="width of the two hidden layers (4096: 20 M parameters)")
+    ap.add_argument("--algorithms", default="gradient_allreduce",
+                    help="comma-separated bagua algorithms to run beside DDP, or 'all' (the synchronous ones)")
+    ap.add_argument("--ddp-malloc", action="store_true",
+                    help="also run DDP with bagua's malloc policy set through glibc's environment variables")
     ap.add_argument("--link", metavar="RATE", help="limit the loopback to RATE (tc rate, e.g. 1gbit); needs root")
     args = ap.parse_args()
     if args.short >= args.steps or args.warmup >= args.steps:
         ap.error("--short and --warmup must be below --steps")
+    algorithms = SYNCHRONOUS if args.algorithms == "all" else args.algorithms.split(",")
+    for a in algorithms:
+        if a not in SYNCHRONOUS:
+            ap.error(f"--algorithms: {a} is not one of {', '.join(SYNCHRONOUS)}")
     if args.link:
         PREFIX.extend(["ip", "netns", "exec", limit_loopback(args.link)])
     w = args.workers
+    warm = min(args.warmup, args.short - 1)
+    runners = [(a, lambda s, a=a: run_bagua(tmp, model, w, s, warm, args.batch, a)) for a in algorithms]
+    runners.append(("DDP", lambda s: run_ddp(model, w, s, warm, args.batch)))
+    if args.ddp_malloc:
+        runners.append(("DDP, tuned malloc", lambda s: run_ddp(model, w, s, warm, args.batch, TUNED_MALLOC)))
+    names = [n for n, _ in runners]
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "mlp.pt")
-        export_model(model)
-        whole = {"bagua": [], "ddp": []}
-        loop = {"bagua": [], "ddp": []}
+        export_model(model, args.hidden)
+        params = sum(p.numel() for p in torch.jit.load(model).parameters())
+        whole = {n: [] for n in names}
+        loop = {n: [] for n in names}
         for rnd in range(args.rounds):
-            walls = {}
-            for name, fn in (("bagua", lambda s: run_bagua(tmp, model, w, s, min(args.warmup, args.short - 1), args.batch)),
-                             ("ddp", lambda s: run_ddp(model, w, s, min(args.warmup, args.short - 1), args.batch))):
+            for name, fn in runners:
                 long_wall, in_loop = fn(args.steps)
                 short_wall, _ = fn(args.short)
-                walls[name] = (long_wall, short_wall)
                 per_step = (long_wall - short_wall) / (args.steps - args.short)
                 whole[name].append(args.batch * w / per_step)
                 loop[name].append(in_loop)
-            print(f"  round {rnd + 1}: whole command bagua {whole['bagua'][-1]:.0f} / DDP {whole['ddp'][-1]:.0f}, "
-                  f"in loop bagua {loop['bagua'][-1]:.0f} / DDP {loop['ddp'][-1]:.0f} samples/s", file=sys.stderr)
+            print(f"  round {rnd + 1}: " + ", ".join(f"{n} {whole[n][-1]:.0f}/{loop[n][-1]:.0f}" for n in names)
+                  + " samples/s (whole command/in loop)", file=sys.stderr)
     where = f"loopback limited to {args.link}" if args.link else "loopback"
-    print(f"MLP 784-1024-1024-10, Fashion-MNIST, {w} workers x 1 thread, batch {args.batch}/worker, {where}; "
-          f"{args.rounds} alternating rounds of {args.steps}- and {args.short}-step runs")
-    print(f"{'measurement':<15} {'bagua samples/s':>24} {'DDP samples/s':>24} {'bagua/DDP':>22}")
+    print(f"MLP 784-{args.hidden}-{args.hidden}-10 ({params / 1e6:.1f} M parameters), Fashion-MNIST, {w} workers x 1 "
+          f"thread, batch {args.batch}/worker, {where}; {args.rounds} alternating rounds of {args.steps}- and "
+          f"{args.short}-step runs")
+    cell = lambda v: f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
     for label, data in (("whole command", whole), ("in loop", loop)):
-        ratios = [b / d for b, d in zip(data["bagua"], data["ddp"])]
-        cell = lambda v: f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
-        rcell = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-        print(f"{label:<15} {cell(data['bagua']):>24} {cell(data['ddp']):>24} {rcell:>22}")
-    print("(median over the rounds, range in brackets; bagua/DDP is the median of the per-round ratios)")
+        print(f"\n{label}")
+        print(f"{'':<28} {'samples/s':>18} {'s/step':>8} {'vs DDP':>18} {'vs gradient_allreduce':>22}")
+        for n in names:
+            vs = lambda base: [b / d for b, d in zip(data[n], data[base])] if base in data and base != n else None
+            rd, rg = vs("DDP"), vs("gradient_allreduce")
+            rcell = lambda r: f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" if r else "-"
+            step = args.batch * w / statistics.median(data[n])
+            print(f"{n:<28} {cell(data[n]):>18} {step:>8.3f} {rcell(rd):>18} {rcell(rg):>22}")
+    print("(median over the rounds, range in brackets; ratios are the median of the per-round ratios of samples/s)")
     return 0
 
 

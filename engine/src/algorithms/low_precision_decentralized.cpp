@@ -45,7 +45,7 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
     st.w = x.clone();
     st.left = x.clone();
     st.right = x.clone();
-    st.x = x;
+    if (hierarchical_) st.x = x;  // else the difference's buffer takes the weights
     st.diff = at::empty_like(x);
     st.mine = at::empty({bytes}, byte_options);
     st.from_left = at::empty({bytes}, byte_options);
@@ -60,12 +60,26 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
 
   void run_bucket(AlgorithmContext&, Bucket& bucket) override {
     State& st = state_.at(bucket.name());
+    // The padding takes part in the compression's min and max: keep it zero.
+    auto zero_padding = [&](at::Tensor& t) {
+      if (bucket.padded_numel() > bucket.numel()) t.narrow(0, bucket.numel(), bucket.padded_numel() - bucket.numel()).zero_();
+    };
+    if (!hierarchical_) {
+      // The weights go straight into the difference's buffer, and the new
+      // weights straight from w back: two model-sized copies fewer.
+      bucket.copy_into(st.diff);
+      zero_padding(st.diff);
+      ring_step(st, comm_);
+      bucket.write_back(st.w);
+      return;
+    }
     at::Tensor& x = st.x;
     bucket.copy_into(x);
-    // The padding takes part in the compression's min and max: keep it zero.
-    if (bucket.padded_numel() > bucket.numel()) x.narrow(0, bucket.numel(), bucket.padded_numel() - bucket.numel()).zero_();
+    zero_padding(x);
     with_hierarchy(x, comm_, hierarchical_, [&](at::Tensor& weights, const ProcessGroupPtr& ring) {
-      ring_step(weights, st, ring);
+      st.diff.copy_(weights);
+      ring_step(st, ring);
+      weights.copy_(st.w);
     });
     bucket.write_back(x);
   }
@@ -96,16 +110,18 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
  private:
   struct State {
     at::Tensor w, left, right;                // Bagua's state: own weights and the neighbours' replicas
-    at::Tensor x, diff;                       // the step's weights and difference
+    at::Tensor x, diff;                       // the step's weights (hierarchical) and difference
     at::Tensor mine, from_left, from_right;   // compressed differences
   };
 
-  // One exchange around the ring of `ring` (Bagua's order of operations).
-  void ring_step(at::Tensor& x, State& st, const ProcessGroupPtr& ring) {
+  // One exchange around the ring of `ring` (Bagua's order of operations):
+  // st.diff holds this step's weights x on entry; st.w the new weights on
+  // return.
+  void ring_step(State& st, const ProcessGroupPtr& ring) {
     at::NoGradGuard no_grad;
-    const int64_t numel = x.numel();
     at::Tensor& d = st.diff;
-    d.copy_(x).add_(st.left, 1.0 / 3).add_(st.right, 1.0 / 3).add_(st.w, -5.0 / 3);
+    const int64_t numel = d.numel();
+    d.add_(st.left, 1.0 / 3).add_(st.right, 1.0 / 3).add_(st.w, -5.0 / 3);
     at::Tensor& c = st.mine;
     MinMaxUInt8::compress(d, c);
     const int n = ring->size(), r = ring->rank();
@@ -137,7 +153,6 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
     MinMaxUInt8::decompress_add(*from_left, st.left);
     MinMaxUInt8::decompress_add(*from_right, st.right);
     MinMaxUInt8::decompress_add(c, st.w);
-    x.copy_(st.w);
   }
 
   bool hierarchical_;

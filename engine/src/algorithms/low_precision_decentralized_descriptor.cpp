@@ -43,9 +43,10 @@ AlgorithmDescriptor low_precision_decentralized_descriptor() {
         ring(world.nnodes, Where::kBetweenNodes, true);
         l.add(Op::kBroadcast, world.nproc_per_node, numel * e, Where::kWithinNode);
       }
-      // State: w, left, right, x, diff; mine, from_left, from_right (the
-      // received differences are decompressed straight into left and right).
-      buffers += 5 * numel * e + 3 * c;
+      // State: w, left, right, diff, and x when hierarchical; mine,
+      // from_left, from_right (the received differences are decompressed
+      // straight into left and right).
+      buffers += (hier ? 5 : 4) * numel * e + 3 * c;
     }
     a.phases.push_back(traffic::phase_of("communication steps",
                                          std::string("the compressed weight difference (8 bits) to both ring neighbours") +
