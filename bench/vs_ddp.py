@@ -154,6 +154,10 @@ def main():
     args = ap.parse_args()
     if args.short >= args.steps or args.warmup >= args.steps:
         ap.error("--short and --warmup must be below --steps")
+    if args.steps * args.batch * args.workers > 60000:
+        # bagua's recipe trains one epoch; DDP's loop would wrap around.
+        ap.error(f"--steps {args.steps} x --batch {args.batch} x --workers {args.workers} is more than one epoch "
+                 "of Fashion-MNIST (60,000 samples): bagua would stop at the epoch's end")
     algorithms = SYNCHRONOUS if args.algorithms == "all" else args.algorithms.split(",")
     for a in algorithms:
         if a not in SYNCHRONOUS:
