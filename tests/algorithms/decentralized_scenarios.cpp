@@ -264,6 +264,10 @@ int scenario_async_abort_resume() {
         Seq other = make_mlp();
         auto sgd = std::make_shared<torch::optim::SGD>(other->parameters(), torch::optim::SGDOptions(0.01));
         auto plain = bagua::with_bagua(*other, {sgd}, std::make_shared<bagua::Decentralized>(false));
+        // Every rank has finished making plain's group before any of them
+        // throws and tears its side down (else a slow rank still connecting
+        // sees "connection closed by peer" instead of this check's error).
+        bagua::barrier();
         run.algorithm->abort(*plain);
       },
       "not async", "abort of a module with another algorithm");
