@@ -78,6 +78,9 @@ void print_summary(std::ostream& out, const json& s, const std::string& svg_path
   const int resumes = s["resumes"].get<int>();
   if (resumes == 1) out << ", in 2 parts (resumed once)";
   if (resumes > 1) out << ", in " << resumes + 1 << " parts (resumed " << resumes << " times)";
+  if (const int resizes = s.value("resizes", 0); resizes > 0) {
+    out << ", " << resizes << " at another world size";
+  }
   out << "\n";
   if (!s["final_step"].is_null()) {
     out << "final loss   " << fixed(value_or_nan(s["final_loss"]), 4) << " at step " << s["final_step"].get<int64_t>()
@@ -118,7 +121,9 @@ int run_report(const ReportFlags& f) {
   if (history.resumes > 1) subtitle += ", resumed " + std::to_string(history.resumes) + " times";
   std::ofstream svg(svg_path);
   std::vector<ChartMarker> resumes;
-  for (int64_t step : history.resume_steps) resumes.push_back({static_cast<double>(step), "resumed"});
+  for (size_t i = 0; i < history.resume_steps.size(); ++i) {
+    resumes.push_back({static_cast<double>(history.resume_steps[i]), history.resume_labels.at(i)});
+  }
   svg << svg::line_chart_svg("bagua report: " + fs::absolute(dir).lexically_normal().filename().string(), subtitle,
                         report_panels(history), resumes);
   svg.close();

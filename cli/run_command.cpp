@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,10 @@ struct RunFlags {
 
 int run_as_worker(const Recipe& recipe) {
   TrainOutcome outcome = run_worker(recipe);
-  return outcome.stopped ? kExitInterrupted : kExitOk;
+  if (!outcome.stopped) return kExitOk;
+  // A scheduler's notice (SIGTERM, SIGUSR1) is a preemption; Ctrl-C, or a
+  // peer's stop through the vote, an interruption.
+  return outcome.stop_signal == SIGTERM || outcome.stop_signal == SIGUSR1 ? kExitPreempted : kExitInterrupted;
 }
 
 // This node's agent (bagua/run_agent.h): its workers are this program
@@ -77,10 +81,13 @@ const CommandRegistration kRun{
           "distributed.nproc_per_node workers here. Rank 0's output shows on the terminal; every\n"
           "rank's goes to OUTPUT/logs/rank-N.log. If RANK and WORLD_SIZE (torchrun, a Kubernetes\n"
           "PyTorchJob) or SLURM_PROCID and SLURM_NTASKS are set, this process trains as that one\n"
-          "worker instead. Ctrl-C stops every worker after a checkpoint; the same command resumes.\n\n"
+          "worker instead. Ctrl-C, SIGTERM or SIGUSR1 stops every worker at the next step with a\n"
+          "checkpoint (within distributed.stop_grace_s); the same command resumes, at any world size.\n"
+          "As a node agent it takes torchrun's PET_* variables as defaults for its flags.\n\n"
           "Exit status: 0 done, 2 invalid recipe or data, output directory or port in use, 3 a worker failed\n"
           "(its rank, cause and last log lines are printed), 4 the training diverged (a NaN or\n"
-          "infinite loss or gradient, train.on_nonfinite: stop), 130 interrupted, 1 internal failure.\n"
+          "infinite loss or gradient, train.on_nonfinite: stop), 75 preempted (SIGTERM or SIGUSR1:\n"
+          "requeue and run again), 130 interrupted (Ctrl-C), 1 internal failure.\n"
           "Workers exit with bagua run: if it is killed, they are too. A worker that stops making\n"
           "progress is named (warnings after distributed.stall_warning_s) and ends the job after\n"
           "distributed.timeout_s; a failure on one node stops the others.\n\n"

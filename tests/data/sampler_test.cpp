@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
+
 namespace bagua {
 namespace {
 
@@ -108,6 +111,184 @@ TEST(MakeBatches, SplitsInOrderWithAShortLastBatch) {
   EXPECT_EQ(make_batches(idx, 7, true).size(), 1u);
   EXPECT_TRUE(make_batches({}, 4).empty());
   EXPECT_THROW(make_batches(idx, 0), InvalidArgument);
+}
+
+// A dataset of n samples that holds nothing: the sampler only asks its size.
+class SizedOnly : public Dataset {
+ public:
+  explicit SizedOnly(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  Batch get_batch(const std::vector<int64_t>&) const override { return {}; }
+  std::string describe() const override { return "sized"; }
+  int64_t num_classes() const override { return 0; }
+
+ private:
+  int64_t n_;
+};
+
+DataSpec spec_of(int64_t batch, bool shuffle, bool drop_last) {
+  DataSpec spec;
+  spec.batch_size = batch;
+  spec.sampler.shuffle = shuffle;
+  spec.sampler.seed = 11;
+  spec.sampler.drop_last = drop_last;
+  return spec;
+}
+
+// The trainer's distributed sampler cuts steps of a global batch from the
+// epoch's order; at batch x world it must give exactly DistributedSampler's
+// lists cut into batches (PyTorch's, by the test above).
+TEST(SamplerSteps, AtBatchTimesWorldTheyAreDistributedSamplersBatches) {
+  int compared = 0;
+  for (int64_t n : {1, 7, 10, 100, 1001})
+    for (int world : {1, 2, 3, 4})
+      for (int64_t batch : {1, 3, 16})
+        for (bool drop_last : {false, true})
+          for (bool shuffle : {false, true}) {
+            SizedOnly data(n);
+            auto sampler = make_sampler(spec_of(batch, shuffle, drop_last), data, world);
+            EXPECT_EQ(sampler->global_batch(), batch * world);
+            for (int64_t epoch : {0, 2}) {
+              for (int rank = 0; rank < world; ++rank) {
+                DistributedSampler ref(n, world, rank, shuffle, 11, drop_last);
+                ref.set_epoch(epoch);
+                auto want = make_batches(ref.indices(), batch);
+                auto got = sampler->batches(epoch, rank);
+                ASSERT_EQ(got, want) << "n=" << n << " world=" << world << " batch=" << batch << " rank=" << rank;
+                ASSERT_EQ(static_cast<int64_t>(got.size()), sampler->num_batches(epoch));
+                for (size_t b = 0; b < got.size(); ++b) ASSERT_EQ(sampler->loss_weight(epoch, b, rank), 1.0);
+                ++compared;
+              }
+            }
+          }
+  EXPECT_GT(compared, 1000);
+}
+
+// Every sample of the epoch `epoch` in the steps from position `start` on
+// with `world` ranks, counted.
+std::map<int64_t, int> seen_from(const Sampler& sampler, int64_t epoch, int world) {
+  std::map<int64_t, int> seen;
+  for (int rank = 0; rank < world; ++rank) {
+    for (const auto& batch : sampler.batches(epoch, rank)) {
+      EXPECT_FALSE(batch.empty()) << "rank " << rank << " has an empty batch";
+      for (int64_t i : batch) seen[i] += 1;
+    }
+  }
+  return seen;
+}
+
+// A run of one size stops mid-epoch; another size continues from the saved
+// position: together they see every sample of the epoch exactly once (the
+// sizes divide the dataset, so there is no padding), and the positions
+// chain.
+TEST(SamplerSteps, AnotherSizeContinuesTheEpochWithEverySampleOnce) {
+  const int64_t n = 960;
+  SizedOnly data(n);
+  struct Change { int world_before; int64_t batch_before; int64_t steps; int world_after; int64_t global_after; };
+  for (const Change c : {Change{2, 16, 7, 4, 0}, Change{4, 8, 5, 2, 0}, Change{2, 16, 3, 3, 96}, Change{3, 10, 4, 1, 0},
+                         Change{4, 8, 12, 3, 64}}) {
+    auto before = make_sampler(spec_of(c.batch_before, true, false), data, c.world_before);
+    std::map<int64_t, int> seen;
+    for (int rank = 0; rank < c.world_before; ++rank) {
+      auto batches = before->batches(1, rank);
+      for (int64_t b = 0; b < c.steps; ++b)
+        for (int64_t i : batches[b]) seen[i] += 1;
+    }
+    const int64_t at = *before->position(1, c.steps);
+    EXPECT_EQ(at, c.steps * c.batch_before * c.world_before);
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), at);
+    auto after = make_sampler(spec_of(c.batch_before, true, false), data, c.world_after, c.global_after);
+    after->start_epoch_at(1, at);
+    for (const auto& [i, count] : seen_from(*after, 1, c.world_after)) seen[i] += count;
+    ASSERT_EQ(static_cast<int64_t>(seen.size()), n) << "world " << c.world_before << " -> " << c.world_after;
+    for (const auto& [i, count] : seen) ASSERT_EQ(count, 1) << "sample " << i;
+    EXPECT_EQ(*after->position(1, 0), at);
+    EXPECT_EQ(*after->position(1, after->num_batches(1)), n);
+    // Other epochs are whole.
+    EXPECT_EQ(seen_from(*after, 2, c.world_after).size(), static_cast<size_t>(n));
+  }
+}
+
+// A global batch the world does not divide: the first ranks take one more
+// sample, and the loss weights make each rank's share of the mean right.
+TEST(SamplerSteps, AnUnevenGlobalBatchWeightsTheRanksLosses) {
+  SizedOnly data(100);
+  auto sampler = make_sampler(spec_of(8, false, false), data, 3, 32);
+  EXPECT_EQ(sampler->global_batch(), 32);
+  std::vector<std::vector<std::vector<int64_t>>> ranks;
+  for (int rank = 0; rank < 3; ++rank) ranks.push_back(sampler->batches(0, rank));
+  ASSERT_EQ(sampler->num_batches(0), 4);  // 32, 32, 32 and the 4 left, padded to 6
+  EXPECT_EQ(ranks[0][0].size(), 11u);
+  EXPECT_EQ(ranks[1][0].size(), 11u);
+  EXPECT_EQ(ranks[2][0].size(), 10u);
+  EXPECT_EQ(ranks[0][3].size(), 2u);
+  EXPECT_EQ(ranks[2][3].size(), 2u);
+  for (int64_t b = 0; b < 4; ++b) {
+    double sum = 0;
+    for (int rank = 0; rank < 3; ++rank) {
+      const double w = sampler->loss_weight(0, b, rank);
+      // The rank's mean loss x w, averaged over the ranks, weighs each sample 1/len.
+      const double len = static_cast<double>(ranks[0][b].size() + ranks[1][b].size() + ranks[2][b].size());
+      EXPECT_NEAR(w / 3.0, static_cast<double>(ranks[rank][b].size()) / len, 1e-12);
+      sum += w / 3.0;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-12);
+  }
+  // Step 0 holds samples 0..31 in order (no shuffle), shared out.
+  std::vector<int64_t> step0;
+  for (int rank = 0; rank < 3; ++rank) step0.insert(step0.end(), ranks[rank][0].begin(), ranks[rank][0].end());
+  std::sort(step0.begin(), step0.end());
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(step0[i], i);
+  EXPECT_THROW(make_sampler(spec_of(8, false, false), data, 3, 2), Error);
+  // Whatever is left of an epoch, every rank has a sample in every step
+  // (the last step is padded, or cut with drop_last, to a multiple of the
+  // world size), and the ranks' steps together hold each sample once but
+  // for that padding.
+  for (int64_t n : {5, 97, 736, 1000})
+    for (int world : {2, 3, 5})
+      for (int64_t global : {7, 32, 33})
+        for (int64_t start : {int64_t{0}, n / 3})
+          for (bool drop_last : {false, true}) {
+            SizedOnly sized(n);
+            auto s = make_sampler(spec_of(4, true, drop_last), sized, world, global);
+            s->start_epoch_at(0, start);
+            std::map<int64_t, int> seen;
+            for (int rank = 0; rank < world; ++rank) {
+              auto batches = s->batches(0, rank);
+              ASSERT_EQ(static_cast<int64_t>(batches.size()), s->num_batches(0));
+              for (const auto& batch : batches) {
+                ASSERT_FALSE(batch.empty()) << "n=" << n << " world=" << world << " global=" << global;
+                for (int64_t i : batch) seen[i] += 1;
+              }
+            }
+            const int64_t rest = n - start;
+            int64_t once = 0;
+            for (const auto& [i, times] : seen) once += times == 1;
+            EXPECT_GE(once, rest - (drop_last ? world : 0) - (world - 1)) << "n=" << n << " world=" << world;
+            if (drop_last) {
+              for (const auto& [i, times] : seen) EXPECT_EQ(times, 1);
+            }
+          }
+}
+
+TEST(SamplerSteps, LoadBalancingCannotContinueAnEpochAtAnotherSize) {
+  SizedOnly balanced(64);
+  balanced.set_complexities(std::vector<double>(64, 1.0));
+  DataSpec spec = spec_of(4, true, false);
+  spec.sampler.type = SamplerType::kLoadBalancing;
+  spec.sampler.complexity_field = "length";
+  auto sampler = make_sampler(spec, balanced, 2);
+  EXPECT_FALSE(sampler->can_reshard());
+  EXPECT_NO_THROW(sampler->start_epoch_at(0, 0));
+  try {
+    sampler->start_epoch_at(0, 8);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot continue epoch 1 at another world size"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(make_sampler(spec, balanced, 3, 16), Error);  // 16 does not divide among 3
+  EXPECT_EQ(make_sampler(spec, balanced, 2, 16)->global_batch(), 16);
 }
 
 }  // namespace

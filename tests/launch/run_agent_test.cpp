@@ -76,10 +76,41 @@ TEST(RestartPolicy, StoppingTogetherAndInterruptsFinishWith130) {
   EXPECT_EQ(agreed.exit_code, bagua::kExitInterrupted);
   bagua::LaunchResult interrupted = failed(9, true);
   interrupted.interrupted = true;
+  interrupted.interrupt_signal = SIGINT;
   const auto d = bagua::decide_after_attempt(interrupted, 0, 5);
   EXPECT_EQ(d.action, Action::kFinish);
   EXPECT_EQ(d.reason, Reason::kInterrupted);
   EXPECT_EQ(d.exit_code, bagua::kExitInterrupted);
+}
+
+// A scheduler's notice to the agent (SIGTERM, SIGUSR1) is a preemption,
+// exit 75, whatever the workers it stopped exit with; a worker that got it
+// directly (a torchrun or Slurm worker, or a signal to its process group)
+// makes its node's run exit 75 too, never restarted.
+TEST(RestartPolicy, PreemptionNoticesFinishWith75) {
+  for (int sig : {SIGTERM, SIGUSR1}) {
+    bagua::LaunchResult r = failed(bagua::kExitPreempted);
+    r.workers = {*r.first_failure};
+    r.interrupted = true;
+    r.interrupt_signal = sig;
+    const auto d = bagua::decide_after_attempt(r, 0, 5);
+    EXPECT_EQ(d.reason, Reason::kInterrupted) << sig;
+    EXPECT_EQ(d.exit_code, bagua::kExitPreempted) << sig;
+  }
+  bagua::LaunchResult ctrl_c = failed(bagua::kExitPreempted);  // the agent stops its workers with SIGTERM
+  ctrl_c.workers = {*ctrl_c.first_failure};
+  ctrl_c.interrupted = true;
+  ctrl_c.interrupt_signal = SIGINT;
+  EXPECT_EQ(bagua::decide_after_attempt(ctrl_c, 0, 5).exit_code, bagua::kExitInterrupted);
+  bagua::LaunchResult direct = failed(bagua::kExitInterrupted);
+  bagua::WorkerExit noticed = *direct.first_failure;
+  noticed.rank = 0;
+  noticed.status = bagua::kExitPreempted;
+  direct.workers = {noticed, *direct.first_failure};
+  const auto d = bagua::decide_after_attempt(direct, 0, 5);
+  EXPECT_EQ(d.action, Action::kFinish);
+  EXPECT_EQ(d.reason, Reason::kStoppedByAgreement);
+  EXPECT_EQ(d.exit_code, bagua::kExitPreempted);
 }
 
 // Sets and restores environment variables.

@@ -60,6 +60,26 @@ TEST(MetricsRecords, EveryKindRoundTrips) {
   const ResumeRecord r2 = round_trip(ResumeRecord{100, "/runs/x/checkpoints/step-00000100"});
   EXPECT_EQ(r2.step, 100);
   EXPECT_EQ(r2.resumed_from, "/runs/x/checkpoints/step-00000100");
+  EXPECT_EQ(r2.previous_world_size, 0) << "a resume at the same size has no \"resized\"";
+  EXPECT_FALSE(to_json(ResumeRecord{100, "x"}).contains("resized"));
+
+  ResumeRecord resized{14, "/runs/x/checkpoints/step-00000014"};
+  resized.previous_world_size = 4;
+  resized.world_size = 1;
+  resized.previous_global_batch = 64;
+  resized.global_batch = 16;
+  resized.epoch = 1;
+  resized.epoch_position = 576;
+  const ResumeRecord z = round_trip(resized);
+  EXPECT_EQ(z.previous_world_size, 4);
+  EXPECT_EQ(z.world_size, 1);
+  EXPECT_EQ(z.previous_global_batch, 64);
+  EXPECT_EQ(z.global_batch, 16);
+  EXPECT_EQ(z.epoch, 1);
+  EXPECT_EQ(z.epoch_position, 576);
+  nlohmann::json bad = to_json(resized);
+  bad["resized"]["world_size"] = 4;
+  EXPECT_THROW(record_from_json(bad, "metrics.jsonl:3"), bagua::Error);
 
   AutotuneRecord a;
   a.step = 18;

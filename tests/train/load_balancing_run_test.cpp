@@ -38,6 +38,11 @@ TEST_F(RunTest, LoadBalancingBatchesWithinATokenBudgetTrainAndResumeExactly) {
   const std::string out = " --set output.dir=" + (dir_ / "resumed").string();
   RunOutcome crashed = bagua_run(common + out, "BAGUA_FAULT_AT_STEP=1:13");
   ASSERT_EQ(crashed.exit_code, 3) << crashed.output;
+  // Its batches are cut per rank: another world size cannot continue the
+  // epoch mid-way, and says so before anything changes.
+  RunOutcome other = bagua_run(common + out + " --nproc-per-node 1");
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("cannot continue epoch 1 at another world size"), std::string::npos) << other.output;
   RunOutcome resumed = bagua_run(common + out);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("at step 10"), std::string::npos) << resumed.output;

@@ -165,14 +165,6 @@ TEST_F(RunTest, WorkersOfDifferentRestartAttemptsNeverMeet) {
   EXPECT_FALSE(fs::exists(dir_ / "attempts" / "model.pt"));
 }
 
-TEST_F(RunTest, WorldSizeMismatchOnResumeIsRefusedClearly) {
-  std::string recipe = write_recipe("ws");
-  ASSERT_EQ(bagua_run(recipe + " --set train.max_steps=8").exit_code, 0);
-  RunOutcome r = bagua_run(recipe + " --nproc-per-node 1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("was written by 2 workers and this run has 1"), std::string::npos) << r.output;
-}
-
 TEST_F(RunTest, ResumeNeverStartsAfreshWithoutMixingCheckpoints) {
   std::string recipe = write_recipe("never");
   ASSERT_EQ(bagua_run(recipe).exit_code, 0);  // leaves step-16 and step-24 (keep 2)
@@ -308,8 +300,10 @@ TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {
   int status = 0;
   waitpid(pid, &status, 0);
   std::string text = slurp(out);
-  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 130) << text;
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 75) << "SIGTERM is a preemption\n" << text;
   EXPECT_NE(text.find("stopped by a signal at step"), std::string::npos) << text;
+  EXPECT_NE(text.find("preempted; run the same command to resume from the checkpoint just written (exit 75)"),
+            std::string::npos) << text;
   auto records = metrics(metrics_file);
   int64_t logged = records.back()["step"];
   RunOutcome resumed = bagua_run(recipe + " --set train.max_steps=" + std::to_string(logged + 6) +
@@ -380,7 +374,7 @@ TEST_F(RunTest, ALossThatClimbsBackToChanceIsFlaggedNotSilent) {
 // step, meta.json listed a rank-1.pt that was elsewhere, and the resume
 // went on silently with rank 0's state for rank 1). Evaluations and
 // checkpoints every few steps give the ranks collectives to meet at.
-TEST_F(RunTest, SigtermUnderAsyncStopsEveryRankAtOneStepWithAllRankFiles) {
+TEST_F(RunTest, Sigusr1UnderAsyncStopsEveryRankAtOneStepWithAllRankFiles) {
   std::string recipe = write_recipe("async_stop");
   const std::string sets =
       " --set 'algorithm={name: async, sync_interval_ms: 5}' --set train.log_every_steps=2"
@@ -393,11 +387,11 @@ TEST_F(RunTest, SigtermUnderAsyncStopsEveryRankAtOneStepWithAllRankFiles) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_GE(metrics(metrics_file).size(), 12u) << slurp(out);
-  kill(pid, SIGTERM);
+  kill(pid, SIGUSR1);  // Slurm's --signal=USR1@N
   int status = 0;
   waitpid(pid, &status, 0);
   std::string text = slurp(out);
-  ASSERT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 130) << text;
+  ASSERT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 75) << text;
   ASSERT_NE(text.find("stopped by a signal at step"), std::string::npos) << text;
   fs::path newest;
   for (const auto& e : fs::directory_iterator(dir_ / "async_stop" / "checkpoints")) {
@@ -602,7 +596,9 @@ TEST_F(RunTest, AResumeThatWouldChangeTheBatchesIsRefusedNamingTheChanges) {
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("would silently change what the saved position in the epoch means"),
             std::string::npos) << refused.output;
-  EXPECT_NE(refused.output.find("data.batch_size: 16 in the checkpoint, 8 now"), std::string::npos) << refused.output;
+  // Another batch size alone is not a change of meaning: the resume
+  // re-shards from the saved position (tests/train/resize_test.cpp).
+  EXPECT_EQ(refused.output.find("data.batch_size"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("data.sampler.seed: 0 in the checkpoint, 5 now"), std::string::npos) << refused.output;
   RunOutcome allowed = bagua_run(recipe + changes + " --set checkpoint.allow_data_change=true");
   EXPECT_EQ(allowed.exit_code, 0) << allowed.output;

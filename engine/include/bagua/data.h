@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -290,10 +291,38 @@ class Sampler {
   virtual int64_t samples_per_rank(int64_t epoch) const = 0;
   // "distributed (shuffle, seed 0)", "load_balancing on 'length' ...".
   virtual std::string describe() const = 0;
+
+  // Re-sharding, for a resume at another world size or batch size.
+  //
+  // Whether the sampler can continue an epoch from a position in its
+  // sample order (start_epoch_at()); one that cannot only resumes at
+  // another size from an epoch's start.
+  virtual bool can_reshard() const { return false; }
+  // From now on, epoch `epoch`'s batches cover its sample order from
+  // position `start` on (the samples before it were seen, by a run of
+  // another size); other epochs are whole. Throws bagua::Error when the
+  // sampler cannot (can_reshard() is false and start > 0).
+  virtual void start_epoch_at(int64_t epoch, int64_t start);
+  // The position in epoch `epoch`'s sample order reached once every rank
+  // has done `batches` batches of it: the samples of all ranks so far,
+  // counted once (the epoch's end once every batch is done); nothing when
+  // the sampler has no such order (variable batches).
+  virtual std::optional<int64_t> position(int64_t epoch, int64_t batches) const;
+  // Samples in one step on all ranks together (the last step of an epoch
+  // may hold fewer); for variable batches the most.
+  virtual int64_t global_batch() const = 0;
+  // What rank `rank`'s loss in batch `b` of `epoch` is multiplied by before
+  // backward so that the ranks' averaged gradient is the mean over the
+  // step's samples when the ranks' batches differ in size (a global batch
+  // the world size does not divide); 1 otherwise.
+  virtual double loss_weight(int64_t /*epoch*/, int64_t /*b*/, int /*rank*/) const { return 1.0; }
 };
 
 // The sampler `spec.sampler` names over `train` for `num_replicas` ranks:
-//   distributed      DistributedSampler, batches of spec.batch_size
+//   distributed      DistributedSampler, batches of spec.batch_size; with
+//                    `global_batch` > 0, steps of global_batch samples
+//                    shared out as evenly as the ranks allow (their batches
+//                    then differ by at most one sample: loss_weight())
 //   load_balancing   LoadBalancingDistributedSampler over
 //                    train.complexities(), batches of spec.batch_size, or,
 //                    with sampler.batch_complexity, the batch sampler with
@@ -302,7 +331,11 @@ class Sampler {
 // The last batch of an epoch may be smaller (never dropped by the trainer).
 // Throws a user Error when load_balancing is asked for and `train` has no
 // complexities (it was loaded without load_options_for(spec)).
-std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train, int num_replicas);
+// `global_batch` (train.global_batch_size) must be at least num_replicas;
+// load_balancing needs it divisible by num_replicas (a user Error names
+// the world sizes that work).
+std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train, int num_replicas,
+                                      int64_t global_batch = 0);
 
 // Splits `indices` into consecutive batches of `batch_size`; the last batch
 // is smaller when the size does not divide, or dropped with drop_last.

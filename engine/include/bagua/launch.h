@@ -22,9 +22,9 @@
 //     are reaped only after it (exits are read with WNOWAIT), so no group
 //     id can have passed to an unrelated process meanwhile. After a
 //     successful run, children a worker left behind are left alone.
-//   - While it runs, SIGINT and SIGTERM to this process stop the workers the
-//     same way and run() returns with interrupted = true. It installs
-//     handlers for SIGINT, SIGTERM and SIGCHLD for that time and restores the
+//   - While it runs, SIGINT, SIGTERM and SIGUSR1 to this process stop the
+//     workers the same way and run() returns with interrupted = true. It
+//     installs handlers for those and SIGCHLD for that time and restores the
 //     previous ones before returning; one run() at a time per process.
 //   - A command that cannot be executed is a failure of that rank: exit code
 //     127 (126 when found but not executable) and a message in its output.
@@ -129,7 +129,7 @@ struct LaunchResult {
   std::optional<WorkerExit> first_failure; // the root cause: the first worker that failed on its own
   std::vector<WorkerExit> workers;         // one per local worker, by local rank
   std::vector<std::string> failure_tail;   // last output lines of the failed rank
-  bool interrupted = false;                // the supervisor got SIGINT/SIGTERM
+  bool interrupted = false;                // the supervisor got SIGINT/SIGTERM/SIGUSR1
   int interrupt_signal = 0;                // which one, when interrupted
   // With watch_progress: the rank that stopped making progress, in words
   // ("rank 1 (node 0) stopped reporting progress 15 s ago, at step 12 in

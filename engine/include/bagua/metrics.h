@@ -48,6 +48,13 @@ struct EvalRecord {
 struct ResumeRecord {
   int64_t step = 0;           // the step the run continues from
   std::string resumed_from;   // the checkpoint directory
+  // A resume at another size ("resized" in the JSON; all 0 otherwise): the
+  // world size and global batch before and now, and the position in the
+  // epoch's sample order the run continues from.
+  int64_t previous_world_size = 0, world_size = 0;
+  int64_t previous_global_batch = 0, global_batch = 0;
+  int64_t epoch = 0;           // 1-based epoch the position is in
+  int64_t epoch_position = 0;  // samples of that epoch already seen
 };
 
 struct AutotuneRecord {

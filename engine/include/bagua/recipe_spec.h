@@ -179,6 +179,9 @@ struct DistributedSpec {
   int timeout_s = 300;
   int stall_warning_s = 60;  // warn about a worker without progress this long; 0: never
   int max_restarts = 0;
+  // After Ctrl-C, SIGTERM or SIGUSR1: how long the workers have to reach a
+  // step boundary and write their checkpoint before they are killed.
+  int stop_grace_s = 30;
 };
 
 // train.eval_every
@@ -191,6 +194,10 @@ struct EvalSchedule {
 struct TrainSpec {
   int64_t epochs = 1;
   std::optional<int64_t> max_steps;
+  // Samples per step on all workers together, whatever the world size: the
+  // per-worker batch follows it (data.batch_size is then unused). Empty:
+  // data.batch_size per worker.
+  std::optional<int64_t> global_batch_size;
   uint64_t seed = 0;
   int64_t log_every_steps = 50;
   EvalSchedule eval_every;

@@ -80,8 +80,8 @@ struct AttemptDecision {
   enum class Action { kFinish, kRestart };
   enum class Reason {
     kSucceeded,           // every worker exited 0
-    kInterrupted,         // a signal reached this agent
-    kStoppedByAgreement,  // the workers stopped together after a checkpoint (exit 130)
+    kInterrupted,         // a signal reached this agent: SIGINT exits 130, SIGTERM/SIGUSR1 75
+    kStoppedByAgreement,  // the workers stopped together after a checkpoint (they exit 130 or 75; so does the run)
     kWouldFailAgain,      // a worker found bad input (2) or diverged (4)
     kRestartsExhausted,   // attempt == max_restarts
     kRestartable,         // anything else, with restarts left

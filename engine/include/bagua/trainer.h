@@ -25,6 +25,7 @@ struct TrainOutcome {
   std::optional<double> eval_loss;      // last evaluation, if any
   std::optional<double> eval_accuracy;  // classification only
   bool stopped = false;                 // stopped early by a signal (a checkpoint was written)
+  int stop_signal = 0;                  // the signal this worker got (0: a peer's, through the stop vote)
   std::string resumed_from;             // the checkpoint resumed from, if any
 };
 

@@ -145,7 +145,14 @@ json to_json(const Record& record) {
   return std::visit(Overloaded{[](const StepRecord& r) { return step_json(r); },
                                [](const EvalRecord& r) { return eval_json(r); },
                                [](const ResumeRecord& r) {
-                                 return json{{"step", r.step}, {kResumeKey, r.resumed_from}};
+                                 json j{{"step", r.step}, {kResumeKey, r.resumed_from}};
+                                 if (r.previous_world_size > 0) {
+                                   j["resized"] = {{"world_size", {r.previous_world_size, r.world_size}},
+                                                   {"global_batch", {r.previous_global_batch, r.global_batch}},
+                                                   {"epoch", r.epoch},
+                                                   {"epoch_position", r.epoch_position}};
+                                 }
+                                 return j;
                                },
                                [](const AutotuneRecord& r) { return autotune_json(r); },
                                [](const MemoryRecord& r) {
@@ -161,6 +168,21 @@ std::optional<Record> record_from_json(const json& j, const std::string& where) 
     r.step = integer(j, "step", where);
     if (!j[kResumeKey].is_string()) throw Error(where + ": \"resumed_from\" is not a string", true);
     r.resumed_from = j[kResumeKey].get<std::string>();
+    if (j.contains("resized")) {
+      const json& z = j["resized"];
+      auto pair = [&](const char* key, int64_t& before, int64_t& now) {
+        if (!z.is_object() || !z.contains(key) || !z[key].is_array() || z[key].size() != 2 ||
+            !z[key][0].is_number_integer() || !z[key][1].is_number_integer()) {
+          throw Error(where + ": \"resized\" has no [before, now] pair \"" + key + "\"", true);
+        }
+        before = z[key][0].get<int64_t>();
+        now = z[key][1].get<int64_t>();
+      };
+      pair("world_size", r.previous_world_size, r.world_size);
+      pair("global_batch", r.previous_global_batch, r.global_batch);
+      r.epoch = integer(z, "epoch", where);
+      r.epoch_position = integer(z, "epoch_position", where);
+    }
     return r;
   }
   if (j.contains(kStepKey)) return step_from(j, where);

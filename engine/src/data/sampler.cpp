@@ -18,38 +18,138 @@ std::string flags(const SamplerSpec& s) {
   return out.str();
 }
 
-// DistributedSampler, batches of batch_size.
+// DistributedSampler's order, cut into steps of a global batch.
+//
+// An epoch's order is DistributedSampler's: a permutation drawn from
+// seed + epoch (or 0..n-1), padded by repeating it from its start to a
+// multiple of the world size, or cut to one with drop_last. Step k takes
+// the slots [kG, (k+1)G) of it and rank r the slots of that chunk whose
+// offset in it is r modulo the world size. With G = batch x world that is
+// exactly DistributedSampler's rank r list cut into batches of batch
+// (tests/data/sampler_test.cpp holds them equal); a G the world size does
+// not divide gives the first G mod world ranks one sample more.
+//
+// After start_epoch_at(e, start), epoch e's order is that permutation
+// from position `start` on, padded or cut the same way: a resume at
+// another size continues where the run that saved stopped, with no sample
+// of the epoch seen twice or skipped (but for the padding, as always).
 class DistributedBatches : public Sampler {
  public:
-  DistributedBatches(const DataSpec& spec, int64_t size, int replicas)
-      : spec_(spec.sampler), size_(size), replicas_(replicas), batch_(spec.batch_size) {
-    if (batch_ < 1) throw InvalidArgument("make_sampler: batch_size must be at least 1");
-    DistributedSampler probe(size_, replicas_, 0, spec_.shuffle, spec_.seed, spec_.drop_last);
-    per_rank_ = probe.num_samples();
+  DistributedBatches(const DataSpec& spec, int64_t size, int replicas, int64_t global_batch)
+      : spec_(spec.sampler), size_(size), replicas_(replicas) {
+    if (spec.batch_size < 1) throw InvalidArgument("make_sampler: batch_size must be at least 1");
+    global_ = global_batch > 0 ? global_batch : spec.batch_size * replicas;
+    if (global_ < replicas_) {
+      throw Error("train.global_batch_size is " + std::to_string(global_) + ", fewer samples than the " +
+                      std::to_string(replicas_) + " workers: every worker needs at least one sample a step",
+                  true);
+    }
   }
+
   std::vector<std::vector<int64_t>> batches(int64_t epoch, int rank) const override {
-    DistributedSampler s(size_, replicas_, rank, spec_.shuffle, spec_.seed, spec_.drop_last);
-    s.set_epoch(epoch);
-    return make_batches(s.indices(), batch_);
+    std::vector<int64_t> order = epoch_order(epoch);
+    const int64_t begin = start_of(epoch);
+    const int64_t rest = static_cast<int64_t>(order.size()) - begin;
+    const int64_t slots = slots_of(rest);
+    std::vector<int64_t> mine;  // the rank's samples, in order
+    std::vector<int64_t> sizes;
+    for (int64_t c = 0; c < slots; c += global_) {
+      const int64_t len = std::min(global_, slots - c);
+      int64_t n = 0;
+      for (int64_t p = c + rank; p < c + len; p += replicas_, ++n) mine.push_back(order[begin + p % rest]);
+      sizes.push_back(n);
+    }
+    std::vector<std::vector<int64_t>> out;
+    out.reserve(sizes.size());
+    size_t at = 0;
+    for (int64_t n : sizes) {
+      out.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(at), mine.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += static_cast<size_t>(n);
+    }
+    return out;
   }
-  int64_t num_batches(int64_t) const override { return (per_rank_ + batch_ - 1) / batch_; }
-  int64_t samples_per_rank(int64_t) const override { return per_rank_; }
+  int64_t num_batches(int64_t epoch) const override {
+    return (slots_of(size_ - start_of(epoch)) + global_ - 1) / global_;
+  }
+  int64_t samples_per_rank(int64_t epoch) const override {
+    return (slots_of(size_ - start_of(epoch)) + replicas_ - 1) / replicas_;
+  }
   std::string describe() const override { return "distributed sampler (" + flags(spec_) + ")"; }
 
+  bool can_reshard() const override { return true; }
+  void start_epoch_at(int64_t epoch, int64_t start) override {
+    if (start < 0 || start > size_) {
+      throw Error("resume position " + std::to_string(start) + " is outside the epoch's " + std::to_string(size_) +
+                      " samples",
+                  true);
+    }
+    start_epoch_ = epoch;
+    start_ = start;
+  }
+  std::optional<int64_t> position(int64_t epoch, int64_t batches) const override {
+    const int64_t begin = start_of(epoch);
+    if (batches >= num_batches(epoch)) return size_;  // the epoch is over (a dropped tail too)
+    return begin + batches * global_;
+  }
+  int64_t global_batch() const override { return global_; }
+  double loss_weight(int64_t epoch, int64_t b, int rank) const override {
+    const int64_t len = std::min(global_, slots_of(size_ - start_of(epoch)) - b * global_);
+    if (len <= 0 || len % replicas_ == 0) return 1.0;
+    const int64_t mine = len / replicas_ + (rank < len % replicas_ ? 1 : 0);
+    return static_cast<double>(mine * replicas_) / static_cast<double>(len);
+  }
+
  private:
+  int64_t start_of(int64_t epoch) const { return epoch == start_epoch_ ? start_ : 0; }
+  // Slots of an order of `rest` samples: whole steps, then a last one
+  // padded to a multiple of the world size (or cut to one with drop_last),
+  // so that every rank has a sample in every step; unpadded when padding
+  // would make it longer than a step (a global batch the world size does
+  // not divide, where it is at least the world size anyway). With a global
+  // batch the world size divides, that is DistributedSampler's total_size.
+  int64_t slots_of(int64_t rest) const {
+    if (rest <= 0) return 0;
+    const int64_t whole = rest / global_ * global_, last = rest - whole;
+    if (spec_.drop_last) return whole + last / replicas_ * replicas_;
+    const int64_t padded = (last + replicas_ - 1) / replicas_ * replicas_;
+    return whole + (padded <= global_ ? padded : last);
+  }
+  std::vector<int64_t> epoch_order(int64_t epoch) const {
+    std::vector<int64_t> order(static_cast<size_t>(size_));
+    if (spec_.shuffle) {
+      at::Generator g = at::make_generator<at::CPUGeneratorImpl>(spec_.seed + static_cast<uint64_t>(epoch));
+      at::Tensor perm = at::randperm(size_, g, at::TensorOptions().dtype(at::kLong)).contiguous();
+      std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size_, order.begin());
+    } else {
+      for (int64_t i = 0; i < size_; ++i) order[static_cast<size_t>(i)] = i;
+    }
+    return order;
+  }
+
   SamplerSpec spec_;
   int64_t size_;
   int replicas_;
-  int64_t batch_;
-  int64_t per_rank_ = 0;
+  int64_t global_ = 0;
+  int64_t start_epoch_ = -1, start_ = 0;
 };
 
 // LoadBalancingDistributedSampler, batches of batch_size or within a budget.
 class LoadBalancingBatches : public Sampler {
  public:
-  LoadBalancingBatches(const DataSpec& spec, const std::vector<double>& complexity, int replicas)
+  LoadBalancingBatches(const DataSpec& spec, const std::vector<double>& complexity, int replicas,
+                       int64_t global_batch)
       : spec_(spec.sampler), complexity_(complexity), replicas_(replicas), batch_(spec.batch_size) {
     if (batch_ < 1) throw InvalidArgument("make_sampler: batch_size must be at least 1");
+    if (global_batch > 0) {
+      if (global_batch % replicas_ != 0) {
+        throw Error("train.global_batch_size " + std::to_string(global_batch) + " does not divide among " +
+                        std::to_string(replicas_) +
+                        " workers, which the load_balancing sampler needs (its ranks' batches must match in size); "
+                        "use a world size that divides it, or the distributed sampler",
+                    true);
+      }
+      batch_ = global_batch / replicas_;
+    }
     per_rank_ = sampler(0).num_samples();
   }
 
@@ -84,6 +184,8 @@ class LoadBalancingBatches : public Sampler {
     for (const auto& b : batch_sampler(epoch, 0).batches()) n += static_cast<int64_t>(b.size());
     return n;
   }
+
+  int64_t global_batch() const override { return batch_ * replicas_; }
 
   std::string describe() const override {
     std::ostringstream out;
@@ -128,16 +230,28 @@ class LoadBalancingBatches : public Sampler {
 
 }  // namespace
 
-std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train, int num_replicas) {
+void Sampler::start_epoch_at(int64_t epoch, int64_t start) {
+  if (start == 0) return;
+  throw Error("this " + describe() + " cannot continue epoch " + std::to_string(epoch + 1) +
+                  " at another world size or batch size: its batches are cut per rank, so the part of the epoch "
+                  "already seen does not carry over. Resume with the checkpoint's world size and batch size, or "
+                  "from a checkpoint written at an epoch's end (checkpoint.every_steps: null)",
+              true);
+}
+
+std::optional<int64_t> Sampler::position(int64_t, int64_t) const { return std::nullopt; }
+
+std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train, int num_replicas,
+                                      int64_t global_batch) {
   switch (spec.sampler.type) {
     case SamplerType::kDistributed:
-      return std::make_unique<DistributedBatches>(spec, train.size(), num_replicas);
+      return std::make_unique<DistributedBatches>(spec, train.size(), num_replicas, global_batch);
     case SamplerType::kLoadBalancing:
       if (train.complexities().size() != static_cast<size_t>(train.size()))
         throw Error("data.sampler: the load_balancing sampler needs each sample's '" + spec.sampler.complexity_field +
                         "', but the training set was loaded without it",
                     false);
-      return std::make_unique<LoadBalancingBatches>(spec, train.complexities(), num_replicas);
+      return std::make_unique<LoadBalancingBatches>(spec, train.complexities(), num_replicas, global_batch);
   }
   throw Error("make_sampler: unknown sampler type", false);
 }

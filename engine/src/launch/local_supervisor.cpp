@@ -351,7 +351,7 @@ class SupervisedRun {
 
   void handle_signals(launch::SignalRelay& relay) {
     for (int sig : relay.drain()) {
-      if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD only wakes us up
+      if (sig != SIGINT && sig != SIGTERM && sig != SIGUSR1) continue;  // SIGCHLD only wakes us up
       if (!interrupted_) {
         interrupted_ = true;
         interrupt_signal_ = sig;

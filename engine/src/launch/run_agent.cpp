@@ -11,7 +11,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -31,12 +33,27 @@ AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, in
   using Action = AttemptDecision::Action;
   using Reason = AttemptDecision::Reason;
   if (result.ok) return {Action::kFinish, Reason::kSucceeded, kExitOk};
-  // Workers exit 130 after stopping at an agreed step with a checkpoint:
-  // a signal reached this node or, in a multi-node run, another one.
-  const bool stopped_by_agreement = result.first_failure && !result.first_failure->signaled &&
-                                    result.first_failure->status == kExitInterrupted;
-  if (stopped_by_agreement) return {Action::kFinish, Reason::kStoppedByAgreement, kExitInterrupted};
-  if (result.interrupted) return {Action::kFinish, Reason::kInterrupted, kExitInterrupted};
+  // A signal to this agent: Ctrl-C is an interruption, a scheduler's notice
+  // (SIGTERM, SIGUSR1) a preemption, whatever the workers (which the agent
+  // stops with SIGTERM) exit with.
+  if (result.interrupted) {
+    return {Action::kFinish, Reason::kInterrupted,
+            result.interrupt_signal == SIGTERM || result.interrupt_signal == SIGUSR1 ? kExitPreempted
+                                                                                     : kExitInterrupted};
+  }
+  // Workers exit 130 or 75 after stopping at an agreed step with a
+  // checkpoint: a signal reached them directly or, in a multi-node run,
+  // another node.
+  const bool stopped_by_agreement =
+      result.first_failure && !result.first_failure->signaled &&
+      (result.first_failure->status == kExitInterrupted || result.first_failure->status == kExitPreempted);
+  if (stopped_by_agreement) {
+    // A preemption if any worker here got the scheduler's notice itself.
+    const bool preempted = std::any_of(result.workers.begin(), result.workers.end(), [](const WorkerExit& w) {
+      return !w.signaled && w.status == kExitPreempted;
+    });
+    return {Action::kFinish, Reason::kStoppedByAgreement, preempted ? kExitPreempted : kExitInterrupted};
+  }
   // A worker that found bad input (2) or a diverged training (4) would
   // find it again: no restart, and its exit code is the run's.
   const int cause = result.first_failure && !result.first_failure->signaled ? result.first_failure->status : -1;
@@ -179,7 +196,7 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   opts.echo_rank = 0;
   opts.prefix_output = false;
   opts.threads_per_worker = recipe.train.threads.value_or(0);
-  opts.stop_grace = std::chrono::seconds(30);  // time for the final checkpoint
+  opts.stop_grace = std::chrono::seconds(d.stop_grace_s);  // time for the final checkpoint
   // A rank that found bad input or a diverged loss is the cause, even when a
   // peer that lost its connection to it exits first.
   opts.cause_statuses = {kExitInvalidInput, kExitDiverged};
@@ -194,10 +211,22 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
       case Reason::kSucceeded:
         return decision.exit_code;
       case Reason::kStoppedByAgreement:
-      case Reason::kInterrupted:
-        say(std::string("interrupted; run the same command to resume from the latest checkpoint") +
-            (decision.reason == Reason::kStoppedByAgreement ? "" : " (if the workers finished writing one within 30 s)"));
+      case Reason::kInterrupted: {
+        // Workers killed after the grace never wrote the checkpoint of the stop.
+        const bool killed = std::any_of(result.workers.begin(), result.workers.end(), [](const WorkerExit& w) {
+          return w.signaled && w.status == SIGKILL;
+        });
+        const std::string what = decision.exit_code == kExitPreempted ? "preempted" : "interrupted";
+        if (killed) {
+          say(what + ": the workers did not reach a step boundary within distributed.stop_grace_s (" +
+              std::to_string(d.stop_grace_s) + " s) and were killed; run the same command to resume from the "
+              "newest checkpoint before (exit " + std::to_string(decision.exit_code) + ")");
+        } else {
+          say(what + "; run the same command to resume from the checkpoint just written (exit " +
+              std::to_string(decision.exit_code) + ")");
+        }
         return decision.exit_code;
+      }
       case Reason::kWouldFailAgain:
         say(result.summary());
         if (attempt < d.max_restarts) say("not restarting: a restart would fail the same way");

@@ -13,7 +13,7 @@
 namespace bagua::launch {
 namespace {
 
-constexpr int kRelayedSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+constexpr int kRelayedSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGCHLD};
 constexpr int kRelayedCount = sizeof(kRelayedSignals) / sizeof(kRelayedSignals[0]);
 
 // The write end of the active relay's pipe; -1 when none is active.

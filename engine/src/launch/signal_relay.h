@@ -1,4 +1,4 @@
-// Turns SIGINT, SIGTERM and SIGCHLD into bytes on a pipe (the self-pipe trick),
+// Turns SIGINT, SIGTERM, SIGUSR1 and SIGCHLD into bytes on a pipe (the self-pipe trick),
 // so the supervisor's poll() loop sees them without doing work in a handler.
 //
 // Constructing one installs the handlers; destroying it restores the previous

@@ -50,7 +50,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   std::memset(&default_action, 0, sizeof(default_action));
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGXFSZ}) ::sigaction(sig, &default_action, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGCHLD, SIGPIPE, SIGXFSZ}) ::sigaction(sig, &default_action, nullptr);
   ::setpgid(0, 0);
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(stderr_fd, 2) < 0) {
     int error = errno;

@@ -319,7 +319,7 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
       steps.eval_samples = eval->size();
       mem.data += eval->memory_bytes();
     }
-    auto sampler = make_sampler(recipe.data, *train, world.world_size);
+    auto sampler = make_sampler(recipe.data, *train, world.world_size, recipe.train.global_batch_size.value_or(0));
     steps.known = true;
     steps.train_samples = train->size();
     steps.samples_per_worker = sampler->samples_per_rank(0);

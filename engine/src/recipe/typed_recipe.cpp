@@ -182,10 +182,12 @@ Recipe to_typed_recipe(const json& doc) {
   r.distributed.timeout_s = dist.at("timeout_s").get<int>();
   r.distributed.stall_warning_s = dist.at("stall_warning_s").get<int>();
   r.distributed.max_restarts = dist.at("max_restarts").get<int>();
+  r.distributed.stop_grace_s = dist.at("stop_grace_s").get<int>();
 
   const json& t = doc.at("train");
   r.train.epochs = t.at("epochs").get<int64_t>();
   r.train.max_steps = optional_int(t.at("max_steps"));
+  r.train.global_batch_size = optional_int(t.at("global_batch_size"));
   r.train.seed = t.at("seed").get<uint64_t>();
   r.train.log_every_steps = t.at("log_every_steps").get<int64_t>();
   const json& every = t.at("eval_every");

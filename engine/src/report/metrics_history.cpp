@@ -19,6 +19,13 @@ MetricsHistory read_metrics_history(const std::string& path) {
     if (const auto* r = std::get_if<metrics::ResumeRecord>(&record)) {
       h.resumes += 1;
       h.resume_steps.push_back(r->step);
+      if (r->previous_world_size > 0) {
+        h.resizes += 1;
+        h.resume_labels.push_back(std::to_string(r->previous_world_size) + " -> " + std::to_string(r->world_size) +
+                                  " workers");
+      } else {
+        h.resume_labels.push_back("resumed");
+      }
       h.total_time += segment_time;
       segment_time = 0;
     } else if (const auto* r = std::get_if<metrics::StepRecord>(&record)) {
@@ -34,7 +41,7 @@ MetricsHistory read_metrics_history(const std::string& path) {
 }
 
 json summarize_history(const MetricsHistory& h) {
-  json s = {{"step_records", h.steps.size()}, {"evals", h.evals.size()}, {"resumes", h.resumes},
+  json s = {{"step_records", h.steps.size()}, {"evals", h.evals.size()}, {"resumes", h.resumes}, {"resizes", h.resizes},
             {"total_time_s", h.total_time}};
   int64_t last_step = 0;
   for (const auto& p : h.steps) last_step = std::max(last_step, p.step);

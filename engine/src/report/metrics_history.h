@@ -30,6 +30,9 @@ struct MetricsHistory {
   std::vector<EvalPoint> evals;  // records with "eval_loss", in file order
   int resumes = 0;               // records with "resumed_from"
   std::vector<int64_t> resume_steps;  // the step of each, in file order
+  // What each did: "resumed", or "2 -> 4 workers" for a resume at another size.
+  std::vector<std::string> resume_labels;
+  int resizes = 0;  // resumes at another world size or global batch
   double total_time = 0;         // the sum over the run and each resume of its last "time"
 };
 

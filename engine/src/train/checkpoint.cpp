@@ -198,13 +198,14 @@ nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples) {
           {"train_samples", train_samples}};
 }
 
-void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow) {
+void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow,
+                     bool reshards) {
   if (saved.is_null() || !saved.is_object()) return;  // written before this check existed
   std::vector<std::string> changed;
   auto compare = [&](const std::string& key, const nlohmann::json& a, const nlohmann::json& b) {
     if (a != b) changed.push_back(key + ": " + a.dump() + " in the checkpoint, " + b.dump() + " now");
   };
-  compare("data.batch_size", saved.value("batch_size", nlohmann::json()), now.at("batch_size"));
+  if (!reshards) compare("data.batch_size", saved.value("batch_size", nlohmann::json()), now.at("batch_size"));
   const auto& ss = saved.value("sampler", nlohmann::json::object());
   for (auto it = now.at("sampler").begin(); it != now.at("sampler").end(); ++it) {
     compare("data.sampler." + it.key(), ss.value(it.key(), nlohmann::json()), it.value());
@@ -322,6 +323,7 @@ void save_checkpoint(const SaveCheckpointOptions& options) {
       nlohmann::json meta = {{"step", pos.step},
                              {"epoch", pos.epoch},
                              {"batch_in_epoch", pos.batch_in_epoch},
+                             {"epoch_start", pos.epoch_start},
                              {"world_size", world},
                              {"recipe", recipe.name},
                              {"algorithm", recipe.algorithm.name},
@@ -329,6 +331,7 @@ void save_checkpoint(const SaveCheckpointOptions& options) {
                              {"optimizers", optimizers.size()},
                              {"files", files}};
       if (!plan.is_null()) meta["data"] = plan;
+      if (!options.progress.is_null()) meta["progress"] = options.progress;
       if (!options.provenance.is_null()) meta["provenance"] = options.provenance;
       // bucket_size: auto's choice, so a resume keeps the same buckets.
       if (tuned_bucket_bytes > 0) meta["tuned_bucket_bytes"] = tuned_bucket_bytes;
@@ -539,15 +542,6 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
   const std::string where = d["where"].get<std::string>();
   auto meta = nlohmann::json::parse(d["meta"].get<std::string>());
   if (meta_out) *meta_out = meta;
-  int64_t saved_world = meta.at("world_size").get<int64_t>();
-  if (saved_world != group->size()) {
-    throw Error("checkpoint " + where + " was written by " + std::to_string(saved_world) +
-                    " workers and this run has " + std::to_string(group->size()) +
-                    "; the position in the epoch depends on the number of workers, so it cannot be resumed. "
-                    "Run with " + std::to_string(saved_world) +
-                    " workers, or start afresh with --set checkpoint.resume=never (or another output.dir)",
-                true);
-  }
   if (meta.at("optimizers").get<size_t>() != optimizers.size()) {
     throw Error("checkpoint " + where + " has state for " + meta.at("optimizers").dump() +
                     " optimizers, the recipe defines " + std::to_string(optimizers.size()),
@@ -577,15 +571,17 @@ std::optional<Position> resume_checkpoint(const std::string& dir, const std::str
     }
   }
   if (chosen) *chosen = where;
+  const auto start = meta.find("epoch_start");
   return Position{meta.at("step").get<int64_t>(), meta.at("epoch").get<int64_t>(),
-                  meta.at("batch_in_epoch").get<int64_t>()};
+                  meta.at("batch_in_epoch").get<int64_t>(),
+                  start != meta.end() && start->is_number_integer() ? start->get<int64_t>() : 0};
 }
 
 void load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const RankState& rank) {
+                     const RankState& rank, bool rng_only) {
   const fs::path file = fs::path(where) / ("rank-" + std::to_string(get_rank()) + ".pt");
-  if (!fs::exists(file) && (rank.model || rank.load_algorithm)) {
+  if (!fs::exists(file) && !rng_only && (rank.model || rank.load_algorithm)) {
     // Listed but absent: written on another machine (checkpoints of several
     // machines need one shared directory). Never silent: this rank goes on
     // with rank 0's model and optimizer state.
@@ -616,6 +612,7 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
   at::Tensor t;
   mine.read("rng", t);
   set_rng_state(t.cpu());
+  if (rng_only) return;
   if (rank.model) {
     auto missing = [&](const std::string& what) {
       return Error("checkpoint " + where + ": " + file.filename().string() + " has no " + what +

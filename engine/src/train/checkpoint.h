@@ -35,6 +35,9 @@ struct Position {
   int64_t step = 0;            // optimizer steps done
   int64_t epoch = 0;           // 0-based epoch in progress
   int64_t batch_in_epoch = 0;  // batches of that epoch already done
+  // Where in the epoch's sample order those batches began: 0, or the
+  // position a resume at another size continued from (Sampler::start_epoch_at).
+  int64_t epoch_start = 0;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
@@ -57,8 +60,12 @@ nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples);
 
 // Throws a user Error listing what differs between the checkpoint's data
 // plan (`saved`, null for checkpoints older than this check) and `now`,
-// unless `allow` (checkpoint.allow_data_change), which only warns.
-void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow);
+// unless `allow` (checkpoint.allow_data_change), which only warns. With
+// `reshards` (the sampler continues an epoch from a position in its order,
+// Sampler::can_reshard()) another data.batch_size is not a change of
+// meaning: the resume re-shards from the saved position.
+void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow,
+                     bool reshards = false);
 
 // Writes a TorchScript module to `path` through a temporary file renamed
 // into place, every write checked: a full disk throws a bagua::Error naming
@@ -80,6 +87,10 @@ struct SaveCheckpointOptions {
   nlohmann::json data_plan;         // data_plan(); null: not recorded
   int64_t tuned_bucket_bytes = 0;  // bucket_size: auto's choice, 0: none
   nlohmann::json provenance;        // the run's provenance.json; null: not recorded
+  // meta.json's "progress": where the position lies in the epoch's sample
+  // order, the global batch, and the learning-rate schedule's units (what a
+  // resume at another size needs; the trainer fills it); null: not recorded.
+  nlohmann::json progress;
 };
 
 // Collective over `options.group`: every rank calls it at the same step.
@@ -88,9 +99,12 @@ void save_checkpoint(const SaveCheckpointOptions& options);
 // This rank's part of checkpoint `where` (after with_bagua, which
 // broadcasts rank 0's state): RNG, algorithm state, and its own parameters,
 // buffers and optimizer states when the checkpoint holds them.
+// With `rng_only` (a resume at another world size, whose rank files belong
+// to other ranks' data and peers) only the RNG is restored, when this rank
+// had a file.
 void load_rank_state(const std::string& where, const NamedTensors& parameters, const NamedTensors& buffers,
                      const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                     const RankState& rank);
+                     const RankState& rank, bool rng_only = false);
 
 // Collective. Rank 0 first finishes what a stopped save left (a complete
 // .step-N.tmp or .step-N.old whose step has no checkpoint becomes it; the
@@ -102,8 +116,9 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
 // loads the model and optimizer state (with_bagua then broadcasts them;
 // load_rank_state() then restores what is each rank's own). Returns the
 // position to continue from, or nothing when there is no checkpoint.
-// Throws a user Error when the checkpoint's world size differs, or what
-// `verify` throws.
+// The checkpoint's world size may differ from the group's: `verify` (or the
+// caller) decides whether and how to resume it (re-sharding the data,
+// skipping rank files); what `verify` throws is thrown.
 // Checks a chosen checkpoint's meta.json on every rank before any state
 // is loaded (the data plan, the provenance); throws to refuse it.
 using MetaCheck = std::function<void(const std::string& where, const nlohmann::json& meta)>;

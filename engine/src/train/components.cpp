@@ -95,17 +95,19 @@ BuiltOptimizers build_optimizers(const std::vector<OptimizerSpec>& specs,
   return out;
 }
 
-double scheduled_lr(const SchedulerSpec& spec, double base, int64_t step, int64_t total_steps) {
-  if (spec.warmup_steps > 0 && step < spec.warmup_steps) {
-    return base * static_cast<double>(step + 1) / static_cast<double>(spec.warmup_steps);
+double scheduled_lr(const SchedulerSpec& spec, double base, double step, int64_t total_steps) {
+  if (spec.warmup_steps > 0 && step < static_cast<double>(spec.warmup_steps)) {
+    return base * (step + 1) / static_cast<double>(spec.warmup_steps);
   }
-  const int64_t after = step - spec.warmup_steps;
+  const double after = step - static_cast<double>(spec.warmup_steps);
   const int64_t span = std::max<int64_t>(1, spec.total_steps.value_or(total_steps) - spec.warmup_steps);
-  const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
+  const double progress = std::min(1.0, after / static_cast<double>(span));
   switch (spec.type) {
     case SchedulerType::kConstant: return base;
     case SchedulerType::kStep:
-      return spec.step_size > 0 ? base * std::pow(spec.gamma, static_cast<double>(after / spec.step_size)) : base;
+      return spec.step_size > 0
+                 ? base * std::pow(spec.gamma, std::floor(after / static_cast<double>(spec.step_size)))
+                 : base;
     case SchedulerType::kCosine:
       return spec.min_lr + (base - spec.min_lr) * 0.5 * (1.0 + std::cos(M_PI * progress));
     case SchedulerType::kLinear: return base * (1.0 + (spec.end_factor - 1.0) * progress);

@@ -33,10 +33,12 @@ struct BuiltOptimizers {
 BuiltOptimizers build_optimizers(const std::vector<OptimizerSpec>& specs,
                                  const std::vector<std::pair<std::string, at::Tensor>>& parameters);
 
-// The learning rate of an optimizer with base lr `base` at `step` (0-based)
-// of a run of `total_steps`: linear warm-up over warmup_steps, then the
+// The learning rate of an optimizer with base lr `base` at `step` (0-based;
+// fractional after a resume at another size, where the schedule follows the
+// samples seen, in steps of the run's first global batch) of a run of
+// `total_steps`: linear warm-up over warmup_steps, then the
 // schedule (cosine ends at min_lr, linear at base * end_factor).
-double scheduled_lr(const SchedulerSpec& spec, double base, int64_t step, int64_t total_steps);
+double scheduled_lr(const SchedulerSpec& spec, double base, double step, int64_t total_steps);
 
 // Sets every parameter group's lr of `optimizer`.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);

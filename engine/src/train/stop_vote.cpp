@@ -9,15 +9,23 @@ namespace bagua::train {
 
 namespace {
 std::atomic<bool> g_stop_requested{false};
-extern "C" void on_stop_signal(int) { g_stop_requested = true; }
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
+  g_stop_requested = true;
+}
 }  // namespace
 
 void request_stop_on_signals() {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
 }
 
 bool stop_requested_here() { return g_stop_requested; }
+
+int stop_signal_here() { return g_stop_signal; }
 
 void set_stop_requested_here(bool stop) { g_stop_requested = stop; }
 

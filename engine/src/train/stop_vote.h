@@ -36,9 +36,12 @@
 
 namespace bagua::train {
 
-// Makes SIGINT and SIGTERM set the flag stop_requested_here() reads.
+// Makes SIGINT, SIGTERM and SIGUSR1 set the flag stop_requested_here() reads.
 void request_stop_on_signals();
 bool stop_requested_here();
+// The first of those signals this process got, or 0 (a stop that came
+// through the vote from another rank, or none).
+int stop_signal_here();
 // Sets or clears the flag (tests).
 void set_stop_requested_here(bool stop);
 

@@ -38,6 +38,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
+
+#include <fcntl.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 
@@ -104,6 +108,10 @@ class Worker {
   void report_final_agreement();
   void write_model();
   train::RankState rank_state();
+  void decide_resize(const nlohmann::json& meta);
+  double schedule_step(int64_t epoch, int64_t b) const;
+  nlohmann::json progress(const train::Position& at) const;
+  void record_samples(int64_t epoch, const std::vector<int64_t>& samples);
   void side_work_begin() { ddp_->pause_background(); }
   void side_work_end() {
     if (!finishing_) ddp_->resume_background();
@@ -142,6 +150,22 @@ class Worker {
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;
   bool finishing_ = false;          // training is over: background work stays stopped
+  // A resume at another world size or global batch (decide_resize()).
+  struct Resize {
+    int64_t world = 0, global_batch = 0;  // the checkpoint's
+    int64_t position = 0;                 // in its epoch's sample order
+  };
+  std::optional<Resize> resized_;
+  // The learning-rate schedule's units: the run's first global batch and
+  // steps per epoch. Once a run changed size (by_samples), its schedule
+  // follows the samples seen in those units, over total_steps of them
+  // (train.epochs of them, or train.max_steps).
+  struct ScheduleUnits {
+    int64_t global_batch = 0, steps_per_epoch = 0, total_steps = 0;
+    bool by_samples = false;
+  };
+  std::optional<ScheduleUnits> schedule_;  // from the checkpoint; else this run's, once planned
+  int sample_log_ = -1;                    // BAGUA_RECORD_SAMPLES's file (a testing aid), or -1
   int64_t tuned_bucket_bytes_ = 0;  // bucket_size: auto's choice (once made, or from the checkpoint)
 };
 
@@ -166,6 +190,7 @@ void Worker::setup() {
   params_ = train::named_parameters(module_);
   buffers_ = train::named_buffers(module_);
   built_ = train::build_optimizers(recipe_.optimizers, params_);
+  sampler_ = make_sampler(recipe_.data, *train_data_, env_.world, recipe_.train.global_batch_size.value_or(0));
 
   algorithm_ = find_algorithm(recipe_.algorithm.name);
   per_rank_model_ = !algorithm_->traits.replicas_identical || !recipe_.model.ignore_params.empty();
@@ -198,19 +223,97 @@ void Worker::resume() {
   nlohmann::json meta;
   auto verify = [this](const std::string& where, const nlohmann::json& saved) {
     train::check_data_plan(saved.value("data", nlohmann::json()), train::data_plan(recipe_, train_data_->size()),
-                           where, recipe_.checkpoint.allow_data_change);
+                           where, recipe_.checkpoint.allow_data_change, sampler_->can_reshard());
     train::check_provenance(saved.value("provenance", nlohmann::json()), provenance_, recipe_, where,
                             [this](const std::string& line) {
                               if (env_.rank == 0) std::fprintf(stderr, "%s\n", line.c_str());
                             });
+    decide_resize(saved);
   };
   if (auto resumed = train::resume_checkpoint(ckpt_dir_.string(), explicit_path, params_, buffers_,
                                               built_.optimizers, default_group(), &outcome_.resumed_from, &meta,
                                               verify)) {
     pos_ = *resumed;
+    if (resized_) pos_ = {pos_.step, pos_.epoch, 0, resized_->position};
+    // The epoch continues in the sample order from where its batches began.
+    sampler_->start_epoch_at(pos_.epoch, pos_.epoch_start);
+    const nlohmann::json units = meta.value("progress", nlohmann::json::object()).value("schedule", nlohmann::json());
+    if (units.is_object()) {
+      schedule_ = ScheduleUnits{units.value("global_batch", int64_t{0}), units.value("steps_per_epoch", int64_t{0}), 0,
+                                units.value("by_samples", false)};
+    }
+    if (resized_ && schedule_) schedule_->by_samples = true;
     if (meta.contains("tuned_bucket_bytes") && meta["tuned_bucket_bytes"].is_number_integer()) {
       tuned_bucket_bytes_ = meta["tuned_bucket_bytes"].get<int64_t>();
     }
+  }
+}
+
+// Whether the checkpoint was written at another world size or global batch
+// and, if so, where in its epoch's sample order the run continues: the
+// samples every rank had taken before the saved step (meta.json's
+// "progress"; checkpoints without it: their batches of batch x world).
+// Throws (on every rank alike) when the sampler cannot continue there.
+void Worker::decide_resize(const nlohmann::json& meta) {
+  const int64_t world = meta.at("world_size").get<int64_t>();
+  const nlohmann::json progress = meta.value("progress", nlohmann::json::object());
+  int64_t global = progress.value("global_batch", int64_t{0});
+  if (global <= 0) {
+    const nlohmann::json data = meta.value("data", nlohmann::json::object());
+    const int64_t batch = data.value("batch_size", recipe_.data.batch_size);
+    global = batch * world;
+  }
+  resized_.reset();
+  if (world == env_.world && global == sampler_->global_batch()) return;
+  Resize r{world, global, 0};
+  const int64_t b = meta.at("batch_in_epoch").get<int64_t>();
+  const int64_t start = meta.value("epoch_start", int64_t{0});
+  if (progress.contains("epoch_position") && progress["epoch_position"].is_number_integer()) {
+    r.position = progress["epoch_position"].get<int64_t>();
+  } else {
+    r.position = start + b * global;  // every batch before the last is whole
+  }
+  if (b == 0 && start == 0) r.position = 0;
+  if (r.position > 0 && !sampler_->can_reshard()) {
+    sampler_->start_epoch_at(meta.at("epoch").get<int64_t>(), r.position);  // throws, saying why
+  }
+  resized_ = r;
+}
+
+// The point of the learning-rate schedule a step is at: the step itself,
+// or, once the run has changed size, the samples seen in units of its
+// first global batch (whole epochs count as its first steps per epoch).
+double Worker::schedule_step(int64_t epoch, int64_t b) const {
+  if (!schedule_ || !schedule_->by_samples || schedule_->global_batch <= 0) return static_cast<double>(pos_.step);
+  const auto at = sampler_->position(epoch, b);
+  if (!at) return static_cast<double>(pos_.step);
+  return static_cast<double>(epoch * schedule_->steps_per_epoch) +
+         static_cast<double>(*at) / static_cast<double>(schedule_->global_batch);
+}
+
+// meta.json's "progress" for a checkpoint at `at`.
+nlohmann::json Worker::progress(const train::Position& at) const {
+  nlohmann::json p = {{"global_batch", sampler_->global_batch()}};
+  if (const auto position = sampler_->position(at.epoch, at.batch_in_epoch)) p["epoch_position"] = *position;
+  if (schedule_) {
+    p["schedule"] = {{"global_batch", schedule_->global_batch},
+                     {"steps_per_epoch", schedule_->steps_per_epoch},
+                     {"by_samples", schedule_->by_samples}};
+  }
+  return p;
+}
+
+// BAGUA_RECORD_SAMPLES=FILE (docs/run.md, testing aids): one line per rank
+// and step, "RANK STEP EPOCH INDEX...", appended with one write so that the
+// ranks' lines do not interleave; rank 0 writes "resume STEP" when a run
+// resumes, so a reader drops what the resumed steps replaced.
+void Worker::record_samples(int64_t epoch, const std::vector<int64_t>& samples) {
+  if (sample_log_ < 0) return;
+  std::string line = std::to_string(env_.rank) + " " + std::to_string(pos_.step) + " " + std::to_string(epoch);
+  for (int64_t i : samples) line += " " + std::to_string(i);
+  line += "\n";
+  if (::write(sample_log_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    std::fprintf(stderr, "BAGUA_RECORD_SAMPLES: write failed\n");
   }
 }
 
@@ -234,9 +337,13 @@ void Worker::wrap() {
 
 // What with_bagua's broadcast replaced with rank 0's: this rank's own
 // weights, optimizer and algorithm state, and RNG, from its rank file.
+// After a resize only the RNG of ranks that had a file: every rank starts
+// from model.pt (the ranks' average, for per-rank algorithms) with rank 0's
+// optimizer state and fresh algorithm state (docs/multi-node.md).
 void Worker::restore_rank_state() {
   if (outcome_.resumed_from.empty()) return;
-  train::load_rank_state(outcome_.resumed_from, params_, buffers_, built_.optimizers, rank_state());
+  train::load_rank_state(outcome_.resumed_from, params_, buffers_, built_.optimizers, rank_state(),
+                         /*rng_only=*/resized_.has_value());
 }
 
 train::RankState Worker::rank_state() {
@@ -250,21 +357,50 @@ train::RankState Worker::rank_state() {
 // Steps per epoch and in all; the log; the first lines the user reads.
 void Worker::plan() {
   const int rank = env_.rank;
-  sampler_ = make_sampler(recipe_.data, *train_data_, env_.world);
   const int64_t batch = recipe_.data.batch_size;
   // drop_last is the sampler's (the tail that does not divide across the
   // workers); every worker's last batch may be smaller, as in PyTorch's
   // DataLoader without its own drop_last. With variable-size batches
   // (sampler.batch_complexity) the count may differ from epoch to epoch.
-  per_epoch_ = sampler_->num_batches(0);
+  // (An epoch a resize continues mid-way is shorter: per_epoch_ is a whole one's.)
+  per_epoch_ = sampler_->num_batches(pos_.epoch_start > 0 ? pos_.epoch + 1 : 0);
   if (per_epoch_ == 0) throw Error("the training set gives this worker no samples: no step would run", true);
   const bool variable = recipe_.data.sampler.batch_complexity.has_value();
   total_ = 0;
-  for (int64_t e = 0; e < recipe_.train.epochs; ++e) {
-    total_ += variable ? sampler_->num_batches(e) : per_epoch_;
-    if (recipe_.train.max_steps && total_ >= *recipe_.train.max_steps) break;
+  if (resized_ && !schedule_ && !variable) {
+    // A checkpoint from before "progress" was saved: its run's units.
+    const auto before = make_sampler(recipe_.data, *train_data_, static_cast<int>(resized_->world),
+                                     resized_->global_batch);
+    schedule_ = ScheduleUnits{resized_->global_batch, before->num_batches(0), 0, true};
+  }
+  if (resized_ || (schedule_ && schedule_->by_samples)) {
+    // The run changed size: the steps done, then what is left at this size.
+    total_ = pos_.step;
+    for (int64_t e = pos_.epoch; e < recipe_.train.epochs; ++e) {
+      total_ += e == pos_.epoch ? sampler_->num_batches(e) - pos_.batch_in_epoch
+                                : variable ? sampler_->num_batches(e) : per_epoch_;
+      if (recipe_.train.max_steps && total_ >= *recipe_.train.max_steps) break;
+    }
+  } else {
+    for (int64_t e = 0; e < recipe_.train.epochs; ++e) {
+      total_ += variable ? sampler_->num_batches(e) : per_epoch_;
+      if (recipe_.train.max_steps && total_ >= *recipe_.train.max_steps) break;
+    }
   }
   if (recipe_.train.max_steps) total_ = std::min(total_, *recipe_.train.max_steps);
+  if (!schedule_ && !variable) schedule_ = ScheduleUnits{sampler_->global_batch(), per_epoch_, 0, false};
+  if (schedule_) {
+    schedule_->total_steps = schedule_->steps_per_epoch * recipe_.train.epochs;
+    if (recipe_.train.max_steps) schedule_->total_steps = std::min(schedule_->total_steps, *recipe_.train.max_steps);
+  }
+  if (const char* path = std::getenv("BAGUA_RECORD_SAMPLES"); path && *path) {
+    sample_log_ = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (sample_log_ < 0) throw Error(std::string("BAGUA_RECORD_SAMPLES: cannot open ") + path, true);
+    if (rank == 0 && !outcome_.resumed_from.empty()) {
+      const std::string line = "resume " + std::to_string(pos_.step) + "\n";
+      if (::write(sample_log_, line.data(), line.size()) < 0) std::fprintf(stderr, "BAGUA_RECORD_SAMPLES: write failed\n");
+    }
+  }
 
   log_ = std::make_unique<train::RunLog>((out_dir_ / "metrics.jsonl").string(), rank == 0, total_,
                                          !outcome_.resumed_from.empty(), pos_.step);
@@ -325,13 +461,43 @@ void Worker::plan() {
               std::to_string(sampler_->samples_per_rank(0)) + " samples per worker), " + std::to_string(total_) +
               " steps in all; output in " + out_dir_.string());
   } else {
-    log_->say(std::to_string(per_epoch_) + " steps per epoch of batch " + std::to_string(batch) + " per worker, " +
-              std::to_string(total_) + " steps in all; output in " + out_dir_.string());
+    const int64_t global = sampler_->global_batch();
+    std::string per_worker = global % env_.world == 0
+                                 ? "batch " + std::to_string(global / env_.world) + " per worker"
+                                 : "batch " + std::to_string(global / env_.world) + " or " +
+                                       std::to_string(global / env_.world + 1) + " per worker";
+    if (recipe_.train.global_batch_size) per_worker += " (train.global_batch_size " + std::to_string(global) + ")";
+    log_->say(std::to_string(per_epoch_) + " steps per epoch of " + per_worker + ", " + std::to_string(total_) +
+              " steps in all; output in " + out_dir_.string());
   }
   for (const auto& name : built_.unassigned) log_->say("note: parameter " + name + " is in no optimizer: it stays fixed");
   if (!outcome_.resumed_from.empty()) {
     log_->say("resumed from " + outcome_.resumed_from + " at step " + std::to_string(pos_.step));
-    log_->record(metrics::ResumeRecord{pos_.step, outcome_.resumed_from});
+    metrics::ResumeRecord record{pos_.step, outcome_.resumed_from};
+    if (resized_) {
+      record.previous_world_size = resized_->world;
+      record.world_size = env_.world;
+      record.previous_global_batch = resized_->global_batch;
+      record.global_batch = sampler_->global_batch();
+      record.epoch = pos_.epoch + 1;
+      record.epoch_position = pos_.epoch_start;
+      log_->say("resized: " + std::to_string(resized_->world) + " workers -> " + std::to_string(env_.world) +
+                ", global batch " + std::to_string(resized_->global_batch) + " -> " +
+                std::to_string(sampler_->global_batch()) + "; epoch " + std::to_string(pos_.epoch + 1) +
+                " continues after its first " + std::to_string(pos_.epoch_start) + " of " +
+                std::to_string(train_data_->size()) + " samples" +
+                (schedule_ && schedule_->by_samples ? "; the learning-rate schedule follows the samples seen" : ""));
+      if (resized_->global_batch != sampler_->global_batch() && !recipe_.train.global_batch_size) {
+        log_->say("note: the global batch changed with the world size (data.batch_size stays per worker); "
+                  "set train.global_batch_size to keep it");
+      }
+      if (per_rank_model_) {
+        log_->say("note: " + recipe_.algorithm.name + " keeps one model per worker: after a resize every worker "
+                  "starts from the workers' average (the checkpoint's model.pt) with rank 0's optimizer state and "
+                  "fresh algorithm state");
+      }
+    }
+    log_->record(record);
   }
   if (recipe_.output.trace) {
     const int64_t from = recipe_.output.trace_from_step, to = from + recipe_.output.trace_steps - 1;
@@ -350,12 +516,13 @@ void Worker::loop() {
     const auto batches = sampler_->batches(epoch, env_.rank);
     const auto count = static_cast<int64_t>(batches.size());
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
+    const int64_t start = epoch == pos_.epoch ? pos_.epoch_start : 0;  // where its batches began
     for (; b < count && pos_.step < total_; ++b) {
       if (faults_) faults_->at_step_start(pos_.step);
       progress_->step(pos_.step);
       trace_->begin_step(pos_.step + 1);
       phase(train::Phase::kCoordination, "control: stop vote");
-      if (stop_due()) return stop_at({pos_.step, epoch, b});
+      if (stop_due()) return stop_at({pos_.step, epoch, b, start});
       if (allocations_) allocations_->step_begins(pos_.step);
       train_step(epoch, b, batches[b]);
       if (allocations_) allocations_->step_ends();
@@ -363,14 +530,14 @@ void Worker::loop() {
       trace_->end_step();
     }
     if (b < count) {  // max_steps reached inside the epoch
-      pos_ = {pos_.step, epoch, b};
+      pos_ = {pos_.step, epoch, b, epoch == pos_.epoch ? pos_.epoch_start : 0};
       break;
     }
     outcome_.epochs_completed = epoch + 1;
     const bool epoch_eval = recipe_.train.eval_every.kind == EvalSchedule::Kind::kEpoch;
     if (epoch_eval || (!recipe_.checkpoint.every_steps && pos_.step < total_)) before_collective();
     if (epoch_eval) evaluate(epoch);
-    pos_ = {pos_.step, epoch + 1, 0};
+    pos_ = {pos_.step, epoch + 1, 0, 0};
     if (!recipe_.checkpoint.every_steps && pos_.step < total_) save(pos_);
   }
 }
@@ -379,7 +546,10 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   phase(train::Phase::kData, "data");
   Batch batch = train::to_device(train_data_->get_batch(samples), env_.device);
   for (size_t i = 0; i < built_.optimizers.size(); ++i) {
-    train::set_lr(*built_.optimizers[i], train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], pos_.step, total_));
+    const bool by_samples = schedule_ && schedule_->by_samples;
+    train::set_lr(*built_.optimizers[i],
+                  train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], schedule_step(epoch, b),
+                                      by_samples ? schedule_->total_steps : total_));
   }
   ddp_->zero_grad();
   phase(train::Phase::kForward, "forward");
@@ -387,7 +557,13 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   at::Tensor loss = train::training_loss(recipe_, module_, *ddp_, batch);
   if (faults_) loss = faults_->on_loss(pos_.step, loss);
   phase(train::Phase::kBackward, "backward");  // with the communication it overlaps and waits for
-  loss.backward();
+  // Ranks' batches of different sizes (a global batch the world size does
+  // not divide): weighted so the averaged gradient is the step's mean.
+  if (const double weight = sampler_->loss_weight(epoch, b, env_.rank); weight != 1.0) {
+    (loss * weight).backward();
+  } else {
+    loss.backward();
+  }
   phase(train::Phase::kOptimizer, "optimizer");
   // Throws under on_nonfinite: stop.
   const bool skip = guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
@@ -399,6 +575,7 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
     ddp_->step();
   }
   ++pos_.step;
+  record_samples(epoch, samples);
   progress_->step(pos_.step);
   phase(train::Phase::kCoordination, "metrics");
   if (!skip) window_->add_loss(loss);
@@ -419,7 +596,10 @@ void Worker::after_step(int64_t epoch, int64_t b, bool epoch_ends) {
       recipe_.checkpoint.every_steps && pos_.step % *recipe_.checkpoint.every_steps == 0 && pos_.step < total_;
   if (eval_due || save_due) before_collective();
   if (eval_due) evaluate(epoch);
-  if (save_due) save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0} : train::Position{pos_.step, epoch, b + 1});
+  if (save_due) {
+    save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0, 0}
+                    : train::Position{pos_.step, epoch, b + 1, epoch == pos_.epoch ? pos_.epoch_start : 0});
+  }
 }
 
 // Whether every rank agreed to stop at this step boundary (a signal). The
@@ -445,6 +625,7 @@ void Worker::stop_at(const train::Position& at) {
   log_->say("stopped by a signal at step " + std::to_string(pos_.step) + "; checkpoint written, resume with "
             "the same command");
   outcome_.stopped = true;
+  outcome_.stop_signal = train::stop_signal_here();
 }
 
 // ---------------------------------------------------------------- around the loop
@@ -521,6 +702,7 @@ void Worker::save(const train::Position& at) {
   options.data_plan = train::data_plan(recipe_, train_data_->size());
   options.tuned_bucket_bytes = tuned_bucket_bytes_;
   options.provenance = provenance_;
+  options.progress = progress(at);
   average_->run([&] { train::save_checkpoint(options); });
   side_work_end();
 }

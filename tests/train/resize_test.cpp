@@ -1,0 +1,187 @@
+// A checkpoint resumed at another world size (or global batch): the data is
+// re-sharded by the position in the epoch's sample order, the global batch
+// is kept when train.global_batch_size asks, algorithms that keep one model
+// per worker restart from the workers' average. Real runs of `bagua run`
+// on real Fashion-MNIST samples.
+#include "support/bagua_run.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace {
+
+using namespace bagua::testing;
+
+// The first `n` Fashion-MNIST training samples as an uncompressed IDX pair
+// DIR/small-{images-idx3,labels-idx1}-ubyte, and a recipe over them.
+std::string small_data_recipe(const fs::path& dir, int n, const std::string& name) {
+  const std::string script =
+      "import gzip, struct\n"
+      "src = '" + kFmnist + "'\n"
+      "images = gzip.open(src + 'train-images-idx3-ubyte.gz').read()\n"
+      "labels = gzip.open(src + 'train-labels-idx1-ubyte.gz').read()\n"
+      "n = " + std::to_string(n) + "\n"
+      "open('" + (dir / "small-images-idx3-ubyte").string() + "', 'wb').write(struct.pack('>IIII', 2051, n, 28, 28) + images[16:16 + n * 784])\n"
+      "open('" + (dir / "small-labels-idx1-ubyte").string() + "', 'wb').write(struct.pack('>II', 2049, n) + labels[8:8 + n])\n";
+  const fs::path py = dir / "small.py";
+  std::ofstream(py) << script;
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + py.string()).c_str()), 0);
+  const fs::path path = dir / (name + ".yaml");
+  std::ofstream(path) << "name: " << name << "\n"
+                      << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
+                      << "data:\n"
+                      << "  train: {format: idx, images: " << (dir / "small-images-idx3-ubyte").string()
+                      << ", labels: " << (dir / "small-labels-idx1-ubyte").string() << "}\n"
+                      << "  batch_size: 16\n"
+                      << "optimizers: [{type: sgd, lr: 0.05, momentum: 0.9}]\n"
+                      << "scheduler: {type: cosine, warmup_steps: 3}\n"
+                      << "distributed: {nproc_per_node: 2}\n"
+                      << "train: {epochs: 2, log_every_steps: 5, eval_every: never}\n"
+                      << "checkpoint: {every_steps: 7, keep: 2}\n"
+                      << "output: {dir: " << (dir / name).string() << "}\n";
+  return path.string();
+}
+
+// gradient_allreduce with train.global_batch_size: a run killed at step 9
+// (its last checkpoint: step 7) and resumed by 1, 3 (batches of 11, 11 and
+// 10, weighted) or 4 workers
+// ends within float rounding of the run that kept 2 workers throughout: the
+// same samples in every step, the same schedule.
+TEST_F(RunTest, AResumeAtAnotherSizeWithAGlobalBatchMatchesTheFixedSizeRun) {
+  const std::string recipe = small_data_recipe(dir_, 960, "fixed") + " --set train.global_batch_size=32";
+  RunOutcome fixed = bagua_run(recipe + " --set train.max_steps=40");
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
+  const auto reference = model_parameters(dir_ / "fixed" / "model.pt");
+  for (int world : {1, 3, 4}) {
+    const std::string out = " --set output.dir=" + (dir_ / ("to" + std::to_string(world))).string();
+    RunOutcome first = bagua_run(recipe + out + " --set train.max_steps=40", "BAGUA_FAULT_AT_STEP=1:9");
+    ASSERT_EQ(first.exit_code, 3) << first.output;
+    RunOutcome resumed = bagua_run(recipe + out + " --set train.max_steps=40 --nproc-per-node " + std::to_string(world));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resized: 2 workers -> " + std::to_string(world) +
+                                  ", global batch 32 -> 32; epoch 1 continues after its first 224 of 960 samples"),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_EQ(resumed.output.find("the global batch changed"), std::string::npos) << resumed.output;
+    EXPECT_NE(resumed.output.find("done: 40 steps"), std::string::npos) << resumed.output;
+    const double diff = max_abs_diff(model_parameters(dir_ / ("to" + std::to_string(world)) / "model.pt"), reference);
+    EXPECT_LT(diff, 1e-5) << "2 -> " << world << " workers";
+    // Trained at all: not the exported weights.
+    EXPECT_GT(max_abs_diff(reference, model_parameters(kSource + "/tests/fixtures/models/mlp_small.pt")), 1e-3);
+    bool recorded = false;
+    for (const auto& j : metrics(dir_ / ("to" + std::to_string(world)) / "metrics.jsonl")) {
+      if (!j.contains("resized")) continue;
+      recorded = true;
+      EXPECT_EQ(j["step"], 7) << j;
+      EXPECT_EQ(j["resized"]["world_size"], nlohmann::json::array({2, world})) << j;
+      EXPECT_EQ(j["resized"]["global_batch"], nlohmann::json::array({32, 32})) << j;
+      EXPECT_EQ(j["resized"]["epoch_position"], 224) << j;
+    }
+    EXPECT_TRUE(recorded) << "metrics.jsonl has no \"resized\" record";
+  }
+}
+
+// One rank's samples of one step, as BAGUA_RECORD_SAMPLES writes them.
+struct StepSamples {
+  int64_t step = 0, epoch = 0;
+  std::vector<int64_t> samples;
+};
+
+// The steps that count, in file order: a "resume K" line voids the steps
+// after K that the run resumed behind (rolled back).
+std::vector<StepSamples> steps_that_count(const fs::path& file) {
+  std::vector<StepSamples> kept;
+  std::istringstream in(read_file(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first == "resume") {
+      int64_t k = 0;
+      words >> k;
+      kept.erase(std::remove_if(kept.begin(), kept.end(), [k](const StepSamples& s) { return s.step > k; }), kept.end());
+      continue;
+    }
+    StepSamples s;
+    words >> s.step >> s.epoch;
+    for (int64_t i; words >> i;) s.samples.push_back(i);
+    kept.push_back(s);
+  }
+  return kept;
+}
+
+// 2 workers to step 10 (mid-epoch 1), 4 workers killed at step 15 (rolled
+// back to the checkpoint of step 14), then 1 worker to the end: every
+// sample of each epoch is trained on exactly once (the sizes divide what is
+// left, so no padding repeats one), and each resize is in the log and in
+// metrics.jsonl.
+TEST_F(RunTest, EverySampleOfEachEpochIsSeenOnceAcrossResizesAndARollback) {
+  const std::string recipe = small_data_recipe(dir_, 960, "chain");
+  const fs::path samples = dir_ / "samples.txt";
+  const std::string record = "BAGUA_RECORD_SAMPLES=" + samples.string();
+  RunOutcome two = bagua_run(recipe + " --set train.max_steps=10", record);
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  RunOutcome four = bagua_run(recipe + " --nproc-per-node 4", record + " BAGUA_FAULT_AT_STEP=1:15");
+  ASSERT_EQ(four.exit_code, 3) << four.output;
+  EXPECT_NE(four.output.find("resized: 2 workers -> 4, global batch 32 -> 64; epoch 1 continues after its first 320"),
+            std::string::npos)
+      << four.output;
+  EXPECT_NE(four.output.find("set train.global_batch_size to keep it"), std::string::npos) << four.output;
+  RunOutcome one = bagua_run(recipe + " --nproc-per-node 1", record);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  // 14 steps, then (960 - 320 - 4 x 64) / 16 = 24 in epoch 1, then 60.
+  EXPECT_NE(one.output.find("resized: 4 workers -> 1, global batch 64 -> 16; epoch 1 continues after its first 576"),
+            std::string::npos)
+      << one.output;
+  EXPECT_NE(one.output.find("done: 98 steps"), std::string::npos) << one.output;
+
+  std::map<int64_t, std::map<int64_t, int>> seen;  // epoch -> sample -> times
+  for (const auto& s : steps_that_count(samples)) {
+    for (int64_t i : s.samples) seen[s.epoch][i] += 1;
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  for (const auto& [epoch, counts] : seen) {
+    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
+    for (const auto& [i, times] : counts) ASSERT_EQ(times, 1) << "epoch " << epoch << " sample " << i;
+  }
+  int resizes = 0;
+  for (const auto& j : metrics(dir_ / "chain" / "metrics.jsonl")) resizes += j.contains("resized");
+  EXPECT_EQ(resizes, 2);
+  // bagua report counts them and marks each on the charts.
+  RunOutcome report = bagua_command("report", (dir_ / "chain").string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(report.output.find("(resumed 2 times), 2 at another world size"), std::string::npos) << report.output;
+  const std::string svg = read_file(dir_ / "chain" / "report.svg");
+  EXPECT_NE(svg.find("2 -&gt; 4 workers"), std::string::npos);
+  EXPECT_NE(svg.find("4 -&gt; 1 workers"), std::string::npos);
+}
+
+// decentralized and async keep one model per worker: resumed by 3 workers
+// instead of 2, every worker starts from the workers' average (model.pt of
+// the checkpoint), so with no step left to run their weights are identical,
+// and the run then trains on at the new size.
+TEST_F(RunTest, PerWorkerModelsRestartFromTheirAverageAtAnotherSize) {
+  for (const std::string algorithm : {"decentralized", "async"}) {
+    const std::string recipe = small_data_recipe(dir_, 960, algorithm) + " --set algorithm.name=" + algorithm +
+                               (algorithm == "async" ? " --set algorithm.warmup_steps=2" : "");
+    RunOutcome first = bagua_run(recipe + " --set train.max_steps=12");
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    RunOutcome same = bagua_run(recipe + " --set train.max_steps=12 --nproc-per-node 3");
+    ASSERT_EQ(same.exit_code, 0) << same.output;
+    EXPECT_NE(same.output.find("note: " + algorithm + " keeps one model per worker: after a resize every worker "
+                               "starts from the workers' average"),
+              std::string::npos)
+        << same.output;
+    EXPECT_NE(same.output.find("final weights identical on all 3 workers"), std::string::npos) << same.output;
+    RunOutcome on = bagua_run(recipe + " --set train.max_steps=20 --nproc-per-node 3");
+    ASSERT_EQ(on.exit_code, 0) << on.output;
+    EXPECT_NE(on.output.find("done: 20 steps"), std::string::npos) << on.output;
+  }
+}
+
+}  // namespace
