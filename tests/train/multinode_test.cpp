@@ -7,6 +7,7 @@
 // Needs root and iproute2's `ip` (CI has both); skipped otherwise.
 #include "comm/network_route.h"
 #include "support/bagua_run.h"
+#include "support/namespace_nodes.h"
 
 #include <bagua/errors.h>
 
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -24,164 +26,16 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 
 namespace {
 
 using namespace bagua::testing;
-using Clock = std::chrono::steady_clock;
 
-// Runs a shell command, returns its exit status; its output goes to *out.
-int shell(const std::string& command, std::string* out = nullptr) {
-  const fs::path capture = fs::temp_directory_path() / ("bagua-mn-sh-" + std::to_string(::getpid()));
-  const int status = std::system(("{ " + command + "; } > " + capture.string() + " 2>&1").c_str());
-  if (out) *out = read_file(capture);
-  fs::remove(capture);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Two "machines": namespaces PREFIX-0 and PREFIX-1, each with eth0 on a
-// bridge in PREFIX-sw, at 10.79.0.1 (node 0, the master) and 10.79.0.2.
-// Everything is created inside the namespaces (no interface ever sits in
-// the host's), and deleting the namespaces deletes the rest, also when the
-// test fails; namespaces of a test binary that died (its pid gone) are
-// removed by the next one.
-class TwoNodes {
- public:
-  static std::string unavailable() {
-    if (::geteuid() != 0) return "network namespaces need root (CI runs as root)";
-    if (shell("command -v ip") != 0) return "iproute2's `ip` is not on PATH (scripts/install-deps.sh installs it)";
-    return "";
-  }
-
-  TwoNodes() {
-    remove_stale();
-    static int made = 0;
-    prefix_ = "bagua-mn-" + std::to_string(::getpid()) + "-" + std::to_string(made++);
-    const std::string sw = prefix_ + "-sw";
-    must("ip netns add " + sw);
-    must("ip -n " + sw + " link add br0 type bridge");
-    must("ip -n " + sw + " link set br0 up");
-    for (int node = 0; node < 2; ++node) {
-      const std::string ns = name(node), port = "port" + std::to_string(node);
-      must("ip netns add " + ns);
-      must("ip -n " + ns + " link add eth0 type veth peer name " + port + " netns " + sw);
-      must("ip -n " + sw + " link set " + port + " master br0");
-      must("ip -n " + sw + " link set " + port + " up");
-      must("ip -n " + ns + " addr add " + address(node) + "/24 dev eth0");
-      must("ip -n " + ns + " link set lo up");
-      must("ip -n " + ns + " link set eth0 up");
-    }
-  }
-  ~TwoNodes() {
-    for (const char* suffix : {"-0", "-1", "-sw"}) shell("ip netns del " + prefix_ + suffix);
-    for (int node = 0; node < 2; ++node) {
-      std::error_code ec;
-      fs::remove_all(fs::path("/etc/netns") / name(node), ec);
-    }
-  }
-
-  // Makes `host` resolve to node 0 in both namespaces, as a cluster's DNS
-  // would: `ip netns exec` mounts /etc/netns/NAME/hosts over /etc/hosts.
-  void name_master(const std::string& host) {
-    for (int node = 0; node < 2; ++node) {
-      const fs::path dir = fs::path("/etc/netns") / name(node);
-      fs::create_directories(dir);
-      std::ofstream(dir / "hosts") << "127.0.0.1 localhost\n" << address(0) << " " << host << "\n";
-    }
-  }
-  TwoNodes(const TwoNodes&) = delete;
-  TwoNodes& operator=(const TwoNodes&) = delete;
-
-  std::string name(int node) const { return prefix_ + "-" + std::to_string(node); }
-  static std::string address(int node) { return "10.79.0." + std::to_string(node + 1); }
-
- private:
-  void must(const std::string& command) {
-    std::string out;
-    if (shell(command, &out) != 0) {
-      // The destructor will not run for a throwing constructor.
-      for (const char* suffix : {"-0", "-1", "-sw"}) shell("ip netns del " + prefix_ + suffix);
-      throw std::runtime_error("`" + command + "` failed: " + out);
-    }
-  }
-  static void remove_stale() {
-    static const std::regex form(R"(bagua-mn-(\d+)-\d+-(0|1|sw))");
-    std::error_code ignored;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator("/var/run/netns", ec)) {
-      std::smatch m;
-      const std::string file = entry.path().filename().string();
-      if (!std::regex_match(file, m, form)) continue;
-      const pid_t owner = static_cast<pid_t>(std::stol(m[1].str()));
-      if (owner != ::getpid() && ::kill(owner, 0) != 0 && errno == ESRCH) {
-        shell("ip netns del " + file);
-        fs::remove_all(fs::path("/etc/netns") / file, ignored);
-      }
-    }
-  }
-  std::string prefix_;
-};
-
-// One node's `bagua run`, started in its namespace; the environment has no
-// GLOO_SOCKET_IFNAME, whatever the test's has.
-class Node {
- public:
-  // `bagua run ARGS` in namespace `ns`, with `env` ("A=1 B=2") added.
-  Node(const std::string& ns, const std::string& args, const fs::path& output, const std::string& env = "")
-      : Node(ns, std::string(BAGUA_CLI) + " run " + args, output, env, 0) {}
-  // Any command line.
-  Node(const std::string& ns, const std::string& command_line, const fs::path& output, const std::string& env, int)
-      : output_(output) {
-    const std::string command = "exec ip netns exec " + ns + " env -u GLOO_SOCKET_IFNAME " + env + " " +
-                                command_line + " > " + output.string() + " 2>&1 < /dev/null";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~Node() {
-    if (pid_ > 0 && !done_) {
-      ::kill(-pid_, SIGKILL);
-      wait();
-    }
-  }
-  // Waits (at most `limit`, then kills it) and returns its exit code.
-  int wait(std::chrono::seconds limit = std::chrono::seconds(120)) {
-    const auto deadline = Clock::now() + limit;
-    bool killed = false;
-    while (running()) {
-      if (!killed && Clock::now() > deadline) {
-        ADD_FAILURE() << "node still running after " << limit.count() << " s; killed it";
-        ::kill(-pid_, SIGKILL);
-        killed = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return code_;
-  }
-  bool running() {
-    if (done_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == 0) return true;
-    ended_ = Clock::now();
-    done_ = true;
-    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return false;
-  }
-  Clock::time_point ended() const { return ended_; }
-  std::string output() const { return read_file(output_); }
-
- private:
-  fs::path output_;
-  pid_t pid_ = -1;
-  bool done_ = false;
-  int code_ = -1;
-  Clock::time_point ended_;
-};
+using TwoNodes = NamespaceNodes;
+using Node = NodeProcess;
 
 TEST(NetworkRoute, TheMasterOnThisMachineIsReachedThroughLoopback) {
   const bagua::comm::NetworkRoute route = bagua::comm::route_to("127.0.0.1", 29500);
@@ -246,15 +100,16 @@ class MultiNodeTest : public RunTest {
     return path.string();
   }
 
-  // An IDX file of the first kSamples records of `gz` (header: `header`
+  // An IDX file of the first `samples` records of `gz` (header: `header`
   // bytes, the count at bytes 4-7; `record` bytes per sample).
   static constexpr int kSamples = 1024;
-  static void first_samples(const std::string& gz, const fs::path& out, int header, int record) {
-    const long bytes = header + static_cast<long>(kSamples) * record;
+  static void first_samples(const std::string& gz, const fs::path& out, int header, int record,
+                            int samples = kSamples) {
+    const long bytes = header + static_cast<long>(samples) * record;
     ASSERT_EQ(shell("gzip -dc " + gz + " | head -c " + std::to_string(bytes) + " > " + out.string()), 0);
     std::fstream f(out, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(4);
-    const char count[4] = {0, 0, static_cast<char>(kSamples >> 8), static_cast<char>(kSamples & 0xff)};
+    const char count[4] = {0, 0, static_cast<char>(samples >> 8), static_cast<char>(samples & 0xff)};
     f.write(count, 4);
   }
 
@@ -404,6 +259,137 @@ TEST_F(MultiNodeTest, TorchrunStyleWorkersOnTwoNodesPickTheirInterface) {
     const std::string line = "bagua: node " + std::to_string(node) + ": Gloo uses eth0 (" + TwoNodes::address(node) +
                              "), the interface that routes to the master " + TwoNodes::address(0);
     EXPECT_EQ(outputs[rank].find(line) != std::string::npos, rank % 2 == 0) << "rank " << rank << ":\n" << outputs[rank];
+  }
+}
+
+// ---------------------------------------------------------------- torchrun as the engine
+
+// Debian's torchrun (python3-torch), through the wrapper that mends its
+// Std.from_str on Python 3.11 (tests/fixtures/torchrun/torchrun.py).
+std::string torchrun(const std::string& args) {
+  return "/usr/bin/python3 " + kSource + "/tests/fixtures/torchrun/torchrun.py " + args;
+}
+
+bool torchrun_available() { return shell("/usr/bin/python3 -c 'import torch.distributed.run'") == 0; }
+
+// PyTorch's own torchrun starts `bagua run` as its worker command on two
+// nodes, with its static rendezvous (--master-addr) and with its c10d one
+// (--rdzv-endpoint): both make one 4-worker job that trains to the end.
+// Each node has its own host name (torchrun's agent tells the workers its
+// host's name as MASTER_ADDR), resolved by every node.
+TEST_F(MultiNodeTest, TorchrunStartsBaguaRunOnTwoNodesWithStaticAndC10dRendezvous) {
+  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  nodes_->name_every_node();
+  const std::string recipe = recipe_file("torchrun_engine", "{name: gradient_allreduce}");
+  for (const std::string rendezvous : {"static", "c10d"}) {
+    const fs::path out = dir_ / ("engine-" + rendezvous);
+    std::unique_ptr<Node> agents[2];
+    for (int node = 0; node < 2; ++node) {
+      std::string args = "--nnodes 2 --nproc_per_node 2 --monitor_interval 1";
+      if (rendezvous == "static") {
+        args += " --node_rank " + std::to_string(node) + " --master_addr " + TwoNodes::host_name(0) +
+                " --master_port 29500";
+      } else {
+        args += " --rdzv_backend c10d --rdzv_endpoint " + TwoNodes::host_name(0) + ":29400 --rdzv_id engine";
+      }
+      args += " --no_python " + std::string(BAGUA_CLI) + " run " + recipe + " --set output.dir=" + out.string();
+      agents[node] = std::make_unique<Node>(nodes_->name(node), torchrun(args),
+                                            dir_ / (rendezvous + "-node" + std::to_string(node) + ".out"),
+                                            "OMP_NUM_THREADS=1", 0, TwoNodes::host_name(node));
+    }
+    const int code0 = agents[0]->wait(), code1 = agents[1]->wait();
+    const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
+    EXPECT_EQ(code0, 0) << rendezvous << ":\n" << both;
+    EXPECT_EQ(code1, 0) << rendezvous << ":\n" << both;
+    EXPECT_NE(both.find("final weights identical on all 4 workers"), std::string::npos) << both;
+    EXPECT_TRUE(fs::exists(out / "model.pt")) << rendezvous << ":\n" << both;
+  }
+}
+
+// torchrun's elastic mode is the engine: --nnodes 2:3 on three nodes of 2
+// workers, c10d rendezvous on node 0. Node 2 dies mid-epoch (every process
+// in its namespace killed); torchrun restarts the workers of nodes 0 and 1
+// at WORLD_SIZE 4, and bagua run resumes from the newest checkpoint at the
+// new size: it finishes, writes model.pt, and over each epoch every
+// training sample is trained on exactly once (counted by index, the steps
+// the rollback voided dropped).
+TEST_F(MultiNodeTest, TorchrunElasticLosesANodeAndBaguaResumesAtTheNewWorldSize) {
+  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  NamespaceNodes three(3);
+  three.name_every_node();
+  const fs::path images = dir_ / "images960.idx", labels = dir_ / "labels960.idx";
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", images, 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", labels, 8, 1, 960);
+  const fs::path recipe = dir_ / "elastic.yaml", out = dir_ / "elastic", samples = dir_ / "samples.txt";
+  // 960 samples, 8 per worker: 20 steps an epoch at 6 workers, 30 at 4.
+  std::ofstream(recipe) << "name: elastic\n"
+                        << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: idx, images: " << images.string() << ", labels: " << labels.string() << "}\n"
+                        << "  batch_size: 8\n"
+                        << "optimizers: [{type: sgd, lr: 0.02, momentum: 0.9}]\n"
+                        << "distributed: {timeout_s: 30}\n"
+                        << "train: {epochs: 12, log_every_steps: 10, eval_every: never, threads: 1}\n"
+                        << "checkpoint: {every_steps: 4, keep: 2}\n"
+                        << "output: {dir: " << out.string() << "}\n";
+  std::unique_ptr<Node> agents[3];
+  for (int node = 0; node < 3; ++node) {
+    const std::string args = "--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint " +
+                             NamespaceNodes::host_name(0) + ":29400 --rdzv_id elastic --max_restarts 3 "
+                             "--monitor_interval 1 --rdzv_conf last_call_timeout=2 --no_python " +
+                             std::string(BAGUA_CLI) + " run " + recipe.string();
+    agents[node] = std::make_unique<Node>(three.name(node), torchrun(args), dir_ / ("elastic-node" + std::to_string(node) + ".out"),
+                                          "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples.string(), 0,
+                                          NamespaceNodes::host_name(node));
+  }
+  // Mid-epoch, past a checkpoint, node 2 dies.
+  auto newest_step = [&] {
+    int64_t newest = -1;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) newest = std::max<int64_t>(newest, std::stoll(name.substr(5)));
+    }
+    return newest;
+  };
+  for (int i = 0; i < 1200 && newest_step() < 26; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(newest_step(), 26) << agents[0]->output();
+  three.kill_node(2);
+  const int code0 = agents[0]->wait(std::chrono::seconds(240)), code1 = agents[1]->wait(std::chrono::seconds(60));
+  const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
+  ASSERT_EQ(code0, 0) << both;
+  ASSERT_EQ(code1, 0) << both;
+  EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
+  EXPECT_TRUE(fs::exists(out / "model.pt")) << both;
+  // Every sample of each epoch once: a "resume K" line voids the steps
+  // after K recorded before it.
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> kept;  // (step, epoch then samples)
+  std::istringstream lines(read_file(samples));
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first == "resume") {
+      int64_t k = 0;
+      words >> k;
+      kept.erase(std::remove_if(kept.begin(), kept.end(), [k](const auto& s) { return s.first > k; }), kept.end());
+      continue;
+    }
+    int64_t step = 0;
+    std::vector<int64_t> rest;
+    words >> step;
+    for (int64_t v; words >> v;) rest.push_back(v);
+    kept.emplace_back(step, rest);
+  }
+  std::map<int64_t, std::map<int64_t, int>> seen;  // epoch -> sample -> times
+  for (const auto& [step, rest] : kept) {
+    for (size_t i = 1; i < rest.size(); ++i) seen[rest[0]][rest[i]] += 1;
+  }
+  ASSERT_EQ(seen.size(), 12u) << both;
+  for (const auto& [epoch, counts] : seen) {
+    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
+    for (const auto& [i, times] : counts) ASSERT_EQ(times, 1) << "epoch " << epoch << " sample " << i;
   }
 }
 

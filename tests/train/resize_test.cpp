@@ -184,4 +184,28 @@ TEST_F(RunTest, PerWorkerModelsRestartFromTheirAverageAtAnotherSize) {
   }
 }
 
+// The other algorithms resumed at another size: bytegrad and qadam (state
+// replicated: the checkpoint's model and optimizer state on every worker)
+// and low_precision_decentralized (per-worker replicas, started afresh from
+// the average) continue 2 -> 3 workers and finish, and a second resize back
+// (3 -> 2) continues from the first one's checkpoint.
+TEST_F(RunTest, EveryOtherAlgorithmResumesAtAnotherSize) {
+  for (const std::string algorithm : {"bytegrad", "qadam", "low_precision_decentralized"}) {
+    std::string recipe = small_data_recipe(dir_, 960, algorithm) + " --set algorithm.name=" + algorithm;
+    if (algorithm == "qadam") recipe += " --set 'optimizers=[{type: qadam, lr: 0.002, warmup_steps: 4}]'";
+    RunOutcome first = bagua_run(recipe + " --set train.max_steps=10");
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    RunOutcome grown = bagua_run(recipe + " --set train.max_steps=18 --nproc-per-node 3");
+    ASSERT_EQ(grown.exit_code, 0) << algorithm << ":\n" << grown.output;
+    EXPECT_NE(grown.output.find("resized: 2 workers -> 3"), std::string::npos) << grown.output;
+    EXPECT_NE(grown.output.find("done: 18 steps"), std::string::npos) << grown.output;
+    EXPECT_EQ(grown.output.find("WARNING"), std::string::npos) << grown.output;
+    RunOutcome shrunk = bagua_run(recipe + " --set train.max_steps=22");
+    ASSERT_EQ(shrunk.exit_code, 0) << algorithm << ":\n" << shrunk.output;
+    EXPECT_NE(shrunk.output.find("resized: 3 workers -> 2"), std::string::npos) << shrunk.output;
+    EXPECT_NE(shrunk.output.find("at step 18"), std::string::npos) << shrunk.output;
+    EXPECT_NE(shrunk.output.find("done: 22 steps"), std::string::npos) << shrunk.output;
+  }
+}
+
 }  // namespace
