@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -126,5 +127,44 @@ class RunTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// One rank's samples of one step, as BAGUA_RECORD_SAMPLES writes them.
+struct StepSamples {
+  int64_t step = 0, epoch = 0;
+  std::vector<int64_t> samples;
+};
+
+// The steps that count, in file order: a "resume K" line voids the steps
+// after K that the run resumed behind (rolled back).
+inline std::vector<StepSamples> steps_that_count(const fs::path& file) {
+  std::vector<StepSamples> kept;
+  std::istringstream in(read_file(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first == "resume") {
+      int64_t k = 0;
+      words >> k;
+      kept.erase(std::remove_if(kept.begin(), kept.end(), [k](const StepSamples& s) { return s.step > k; }), kept.end());
+      continue;
+    }
+    StepSamples s;
+    words >> s.step >> s.epoch;
+    for (int64_t i; words >> i;) s.samples.push_back(i);
+    kept.push_back(s);
+  }
+  return kept;
+}
+
+// Each epoch's samples over the steps that count: epoch -> sample -> times.
+inline std::map<int64_t, std::map<int64_t, int>> samples_per_epoch(const fs::path& file) {
+  std::map<int64_t, std::map<int64_t, int>> seen;
+  for (const auto& s : steps_that_count(file)) {
+    for (int64_t i : s.samples) seen[s.epoch][i] += 1;
+  }
+  return seen;
+}
 
 }  // namespace bagua::testing

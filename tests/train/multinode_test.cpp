@@ -361,31 +361,8 @@ TEST_F(MultiNodeTest, TorchrunElasticLosesANodeAndBaguaResumesAtTheNewWorldSize)
   ASSERT_EQ(code1, 0) << both;
   EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
   EXPECT_TRUE(fs::exists(out / "model.pt")) << both;
-  // Every sample of each epoch once: a "resume K" line voids the steps
-  // after K recorded before it.
-  std::vector<std::pair<int64_t, std::vector<int64_t>>> kept;  // (step, epoch then samples)
-  std::istringstream lines(read_file(samples));
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first == "resume") {
-      int64_t k = 0;
-      words >> k;
-      kept.erase(std::remove_if(kept.begin(), kept.end(), [k](const auto& s) { return s.first > k; }), kept.end());
-      continue;
-    }
-    int64_t step = 0;
-    std::vector<int64_t> rest;
-    words >> step;
-    for (int64_t v; words >> v;) rest.push_back(v);
-    kept.emplace_back(step, rest);
-  }
-  std::map<int64_t, std::map<int64_t, int>> seen;  // epoch -> sample -> times
-  for (const auto& [step, rest] : kept) {
-    for (size_t i = 1; i < rest.size(); ++i) seen[rest[0]][rest[i]] += 1;
-  }
+  // Every sample of each epoch once (the steps a rollback voided dropped).
+  const auto seen = samples_per_epoch(samples);
   ASSERT_EQ(seen.size(), 12u) << both;
   for (const auto& [epoch, counts] : seen) {
     EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;

@@ -85,36 +85,6 @@ TEST_F(RunTest, AResumeAtAnotherSizeWithAGlobalBatchMatchesTheFixedSizeRun) {
   }
 }
 
-// One rank's samples of one step, as BAGUA_RECORD_SAMPLES writes them.
-struct StepSamples {
-  int64_t step = 0, epoch = 0;
-  std::vector<int64_t> samples;
-};
-
-// The steps that count, in file order: a "resume K" line voids the steps
-// after K that the run resumed behind (rolled back).
-std::vector<StepSamples> steps_that_count(const fs::path& file) {
-  std::vector<StepSamples> kept;
-  std::istringstream in(read_file(file));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first == "resume") {
-      int64_t k = 0;
-      words >> k;
-      kept.erase(std::remove_if(kept.begin(), kept.end(), [k](const StepSamples& s) { return s.step > k; }), kept.end());
-      continue;
-    }
-    StepSamples s;
-    words >> s.step >> s.epoch;
-    for (int64_t i; words >> i;) s.samples.push_back(i);
-    kept.push_back(s);
-  }
-  return kept;
-}
-
 // 2 workers to step 10 (mid-epoch 1), 4 workers killed at step 15 (rolled
 // back to the checkpoint of step 14), then 1 worker to the end: every
 // sample of each epoch is trained on exactly once (the sizes divide what is
@@ -140,10 +110,7 @@ TEST_F(RunTest, EverySampleOfEachEpochIsSeenOnceAcrossResizesAndARollback) {
       << one.output;
   EXPECT_NE(one.output.find("done: 98 steps"), std::string::npos) << one.output;
 
-  std::map<int64_t, std::map<int64_t, int>> seen;  // epoch -> sample -> times
-  for (const auto& s : steps_that_count(samples)) {
-    for (int64_t i : s.samples) seen[s.epoch][i] += 1;
-  }
+  const auto seen = samples_per_epoch(samples);
   ASSERT_EQ(seen.size(), 2u);
   for (const auto& [epoch, counts] : seen) {
     EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
