@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -78,9 +79,9 @@ class NamespaceNodes {
   // NodeProcess's `host_name` gives the node that name (its own UTS
   // namespace), so a process there finds its own address from its name, as
   // torchrun's agent does.
-  void name_every_node() {
+  void name_every_node(const std::function<std::string(int)>& name_of = host_name) {
     std::string lines;
-    for (int node = 0; node < count_; ++node) lines += address(node) + " " + host_name(node) + "\n";
+    for (int node = 0; node < count_; ++node) lines += address(node) + " " + name_of(node) + "\n";
     write_hosts(lines);
   }
 

@@ -306,70 +306,6 @@ TEST_F(MultiNodeTest, TorchrunStartsBaguaRunOnTwoNodesWithStaticAndC10dRendezvou
   }
 }
 
-// torchrun's elastic mode is the engine: --nnodes 2:3 on three nodes of 2
-// workers, c10d rendezvous on node 0. Node 2 dies mid-epoch (every process
-// in its namespace killed); torchrun restarts the workers of nodes 0 and 1
-// at WORLD_SIZE 4, and bagua run resumes from the newest checkpoint at the
-// new size: it finishes, writes model.pt, and over each epoch every
-// training sample is trained on exactly once (counted by index, the steps
-// the rollback voided dropped).
-TEST_F(MultiNodeTest, TorchrunElasticLosesANodeAndBaguaResumesAtTheNewWorldSize) {
-  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
-  NamespaceNodes three(3);
-  three.name_every_node();
-  const fs::path images = dir_ / "images960.idx", labels = dir_ / "labels960.idx";
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", images, 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", labels, 8, 1, 960);
-  const fs::path recipe = dir_ / "elastic.yaml", out = dir_ / "elastic", samples = dir_ / "samples.txt";
-  // 960 samples, 8 per worker: 20 steps an epoch at 6 workers, 30 at 4.
-  std::ofstream(recipe) << "name: elastic\n"
-                        << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
-                        << "data:\n"
-                        << "  train: {format: idx, images: " << images.string() << ", labels: " << labels.string() << "}\n"
-                        << "  batch_size: 8\n"
-                        << "optimizers: [{type: sgd, lr: 0.02, momentum: 0.9}]\n"
-                        << "distributed: {timeout_s: 30}\n"
-                        << "train: {epochs: 12, log_every_steps: 10, eval_every: never, threads: 1}\n"
-                        << "checkpoint: {every_steps: 4, keep: 2}\n"
-                        << "output: {dir: " << out.string() << "}\n";
-  std::unique_ptr<Node> agents[3];
-  for (int node = 0; node < 3; ++node) {
-    const std::string args = "--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint " +
-                             NamespaceNodes::host_name(0) + ":29400 --rdzv_id elastic --max_restarts 3 "
-                             "--monitor_interval 1 --rdzv_conf last_call_timeout=2 --no_python " +
-                             std::string(BAGUA_CLI) + " run " + recipe.string();
-    agents[node] = std::make_unique<Node>(three.name(node), torchrun(args), dir_ / ("elastic-node" + std::to_string(node) + ".out"),
-                                          "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples.string(), 0,
-                                          NamespaceNodes::host_name(node));
-  }
-  // Mid-epoch, past a checkpoint, node 2 dies.
-  auto newest_step = [&] {
-    int64_t newest = -1;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) newest = std::max<int64_t>(newest, std::stoll(name.substr(5)));
-    }
-    return newest;
-  };
-  for (int i = 0; i < 1200 && newest_step() < 26; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_GE(newest_step(), 26) << agents[0]->output();
-  three.kill_node(2);
-  const int code0 = agents[0]->wait(std::chrono::seconds(240)), code1 = agents[1]->wait(std::chrono::seconds(60));
-  const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
-  ASSERT_EQ(code0, 0) << both;
-  ASSERT_EQ(code1, 0) << both;
-  EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
-  EXPECT_TRUE(fs::exists(out / "model.pt")) << both;
-  // Every sample of each epoch once (the steps a rollback voided dropped).
-  const auto seen = samples_per_epoch(samples);
-  ASSERT_EQ(seen.size(), 12u) << both;
-  for (const auto& [epoch, counts] : seen) {
-    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
-    for (const auto& [i, times] : counts) ASSERT_EQ(times, 1) << "epoch " << epoch << " sample " << i;
-  }
-}
-
 // A Kubeflow TrainJob pod's command is `bagua run recipe.yaml` alone; the
 // operator sets torchrun's PET_* variables and nothing else. Two such pods
 // make one job; PET_NPROC_PER_NODE=1 beats the recipe's 2 per node.
@@ -475,5 +411,112 @@ TEST_F(MultiNodeTest, TheKubernetesIndexedJobManifestMakesACorrectJob) {
   EXPECT_TRUE(fs::exists(dir_ / "pod1" / "logs" / "rank-2.log")) << "pod 1 runs ranks 2 and 3";
   EXPECT_TRUE(fs::exists(dir_ / "pod1" / "logs" / "rank-3.log"));
 }
+
+// The container of examples/k8s/elastic-pytorchjob.yaml as the Kubeflow
+// training operator starts it in each worker pod: its command and
+// arguments, and the PET_* variables the operator derives from the
+// elasticPolicy (pkg/controller.v1/pytorch/elastic.go: the endpoint is pod
+// 0's name and its port named pytorchjob-port, 23456 by default).
+PodCommand elastic_pod_command(const fs::path& manifest) {
+  YAML::Node job;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(manifest.string())) {
+    if (doc["kind"].as<std::string>() == "PyTorchJob") job = doc;
+  }
+  if (!job) throw std::runtime_error("no PyTorchJob in " + manifest.string());
+  const YAML::Node policy = job["spec"]["elasticPolicy"];
+  const YAML::Node container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+  PodCommand pod;
+  int port = 23456;
+  for (const YAML::Node& p : container["ports"]) {
+    if (p["name"].as<std::string>() == "pytorchjob-port") port = p["containerPort"].as<int>();
+  }
+  pod.env["PET_RDZV_ENDPOINT"] = job["metadata"]["name"].as<std::string>() + "-worker-0:" + std::to_string(port);
+  pod.env["PET_RDZV_BACKEND"] = policy["rdzvBackend"] ? policy["rdzvBackend"].as<std::string>() : "c10d";
+  pod.env["PET_NNODES"] = policy["minReplicas"].as<std::string>() + ":" + policy["maxReplicas"].as<std::string>();
+  if (policy["maxRestarts"]) pod.env["PET_MAX_RESTARTS"] = policy["maxRestarts"].as<std::string>();
+  std::string conf;
+  for (const YAML::Node& kv : policy["rdzvConf"]) {
+    conf += (conf.empty() ? "" : ",") + kv["key"].as<std::string>() + "=" + kv["value"].as<std::string>();
+  }
+  if (!conf.empty()) pod.env["PET_RDZV_CONF"] = conf;
+  for (const YAML::Node& part : container["command"]) pod.argv.push_back(part.as<std::string>());
+  for (const YAML::Node& part : container["args"]) pod.argv.push_back(part.as<std::string>());
+  return pod;
+}
+
+// The elastic example is the test of torchrun as the elastic engine: its
+// container, as the operator starts it, in three namespace pods named as the
+// operator names them (torchrun is Debian's, through the wrapper; `bagua`
+// this build; the recipe a small one). torchrun's --nnodes 2:3 (from
+// PET_NNODES), c10d rendezvous on pod 0. Pod 2 dies mid-epoch (every process
+// in its namespace killed); torchrun restarts the workers of pods 0 and 1
+// at WORLD_SIZE 4, and bagua run resumes from the newest checkpoint at the
+// new size: it finishes, writes model.pt, and over each epoch every
+// training sample is trained on exactly once (counted by index, the steps
+// the rollback voided dropped).
+TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNewWorldSize) {
+  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  const PodCommand pod = elastic_pod_command(kSource + "/examples/k8s/elastic-pytorchjob.yaml");
+  EXPECT_EQ(pod.env.at("PET_NNODES"), "2:3");
+  const auto pod_name = [](int node) { return "bagua-elastic-worker-" + std::to_string(node); };
+  NamespaceNodes three(3);
+  three.name_every_node(pod_name);
+  const fs::path images = dir_ / "images960.idx", labels = dir_ / "labels960.idx";
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", images, 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", labels, 8, 1, 960);
+  const fs::path recipe = dir_ / "elastic.yaml", out = dir_ / "elastic", samples = dir_ / "samples.txt";
+  // 960 samples, 8 per worker: 20 steps an epoch at 6 workers, 30 at 4.
+  std::ofstream(recipe) << "name: elastic\n"
+                        << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: idx, images: " << images.string() << ", labels: " << labels.string() << "}\n"
+                        << "  batch_size: 8\n"
+                        << "optimizers: [{type: sgd, lr: 0.02, momentum: 0.9}]\n"
+                        << "distributed: {timeout_s: 30}\n"
+                        << "train: {epochs: 12, log_every_steps: 10, eval_every: never, threads: 1}\n"
+                        << "checkpoint: {every_steps: 4, keep: 2}\n"
+                        << "output: {dir: " << out.string() << "}\n";
+  // The pod's command line: torchrun, then bagua with the recipe.
+  std::string command, env = "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples.string();
+  for (const auto& [name, value] : pod.env) env += " " + name + "=" + value;
+  for (const std::string& word : pod.argv) {
+    if (word == "torchrun") command += torchrun("");
+    else if (word == "bagua") command += std::string(BAGUA_CLI) + " ";
+    else if (word == "/config/recipe.yaml") command += recipe.string() + " ";
+    else command += word + " ";
+  }
+  std::unique_ptr<Node> agents[3];
+  for (int node = 0; node < 3; ++node) {
+    agents[node] = std::make_unique<Node>(three.name(node), command, dir_ / ("elastic-node" + std::to_string(node) + ".out"),
+                                          env, 0, pod_name(node));
+  }
+  // Mid-epoch, past a checkpoint, node 2 dies.
+  auto newest_step = [&] {
+    int64_t newest = -1;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) newest = std::max<int64_t>(newest, std::stoll(name.substr(5)));
+    }
+    return newest;
+  };
+  for (int i = 0; i < 1200 && newest_step() < 26; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(newest_step(), 26) << agents[0]->output();
+  three.kill_node(2);
+  const int code0 = agents[0]->wait(std::chrono::seconds(240)), code1 = agents[1]->wait(std::chrono::seconds(60));
+  const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
+  ASSERT_EQ(code0, 0) << both;
+  ASSERT_EQ(code1, 0) << both;
+  EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
+  EXPECT_TRUE(fs::exists(out / "model.pt")) << both;
+  // Every sample of each epoch once (the steps a rollback voided dropped).
+  const auto seen = samples_per_epoch(samples);
+  ASSERT_EQ(seen.size(), 12u) << both;
+  for (const auto& [epoch, counts] : seen) {
+    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
+    for (const auto& [i, times] : counts) ASSERT_EQ(times, 1) << "epoch " << epoch << " sample " << i;
+  }
+}
+
 
 }  // namespace
