@@ -62,6 +62,7 @@ TEST(MetricsRecords, EveryKindRoundTrips) {
   EXPECT_EQ(r2.resumed_from, "/runs/x/checkpoints/step-00000100");
   EXPECT_EQ(r2.previous_world_size, 0) << "a resume at the same size has no \"resized\"";
   EXPECT_FALSE(to_json(ResumeRecord{100, "x"}).contains("resized"));
+  EXPECT_FALSE(to_json(ResumeRecord{100, "x"}).contains("redone_steps"));
 
   ResumeRecord resized{14, "/runs/x/checkpoints/step-00000014"};
   resized.previous_world_size = 4;
@@ -70,7 +71,11 @@ TEST(MetricsRecords, EveryKindRoundTrips) {
   resized.global_batch = 16;
   resized.epoch = 1;
   resized.epoch_position = 576;
+  resized.redone_steps = 1;
+  resized.restart = 2;
   const ResumeRecord z = round_trip(resized);
+  EXPECT_EQ(z.redone_steps, 1);
+  EXPECT_EQ(z.restart, 2);
   EXPECT_EQ(z.previous_world_size, 4);
   EXPECT_EQ(z.world_size, 1);
   EXPECT_EQ(z.previous_global_batch, 64);

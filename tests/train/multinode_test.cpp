@@ -509,6 +509,17 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNe
   ASSERT_EQ(code1, 0) << both;
   EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
   EXPECT_TRUE(fs::exists(out / "model.pt")) << both;
+  // The membership change is one record: torchrun's round, the sizes, the
+  // step resumed from.
+  int changes = 0;
+  for (const auto& j : metrics(out / "metrics.jsonl")) {
+    if (!j.contains("resized")) continue;
+    ++changes;
+    EXPECT_EQ(j["resized"]["world_size"], nlohmann::json::array({6, 4})) << j;
+    EXPECT_GE(j.value("restart", 0), 1) << j;
+    EXPECT_GE(j["step"].get<int64_t>(), 26) << j;
+  }
+  EXPECT_EQ(changes, 1);
   // Every sample of each epoch once (the steps a rollback voided dropped).
   const auto seen = samples_per_epoch(samples);
   ASSERT_EQ(seen.size(), 12u) << both;

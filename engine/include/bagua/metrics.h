@@ -55,6 +55,12 @@ struct ResumeRecord {
   int64_t previous_global_batch = 0, global_batch = 0;
   int64_t epoch = 0;           // 1-based epoch the position is in
   int64_t epoch_position = 0;  // samples of that epoch already seen
+  // Steps past the checkpoint that the run before had logged, done again
+  // now (at least: steps after its last record are not known); 0: none.
+  int64_t redone_steps = 0;
+  // The launcher's restart count (TORCHELASTIC_RESTART_COUNT: a
+  // max_restarts restart, or an elastic round of torchrun); 0: none.
+  int64_t restart = 0;
 };
 
 struct AutotuneRecord {

@@ -166,6 +166,7 @@ class Worker {
   };
   std::optional<ScheduleUnits> schedule_;  // from the checkpoint; else this run's, once planned
   int sample_log_ = -1;                    // BAGUA_RECORD_SAMPLES's file (a testing aid), or -1
+  int64_t logged_before_ = 0;              // rank 0, resumed: the last step metrics.jsonl already had
   int64_t tuned_bucket_bytes_ = 0;  // bucket_size: auto's choice (once made, or from the checkpoint)
 };
 
@@ -317,6 +318,22 @@ void Worker::record_samples(int64_t epoch, const std::vector<int64_t>& samples) 
   }
 }
 
+// The step of the last training record in metrics.jsonl (0 when none, or
+// when the file cannot be read: it only feeds a message).
+int64_t last_logged_step(const fs::path& metrics) {
+  int64_t last = 0;
+  try {
+    if (!fs::exists(metrics)) return 0;
+    for (const auto& record : metrics::read_metrics_file(metrics.string())) {
+      if (const auto* s = std::get_if<metrics::StepRecord>(&record)) last = s->step;
+      if (std::holds_alternative<metrics::ResumeRecord>(record)) last = std::get<metrics::ResumeRecord>(record).step;
+    }
+  } catch (const std::exception&) {
+    return 0;
+  }
+  return last;
+}
+
 void Worker::wrap() {
   WithBaguaOptions wopts;
   wopts.do_flatten = recipe_.algorithm.flatten;
@@ -402,6 +419,7 @@ void Worker::plan() {
     }
   }
 
+  if (rank == 0 && !outcome_.resumed_from.empty()) logged_before_ = last_logged_step(out_dir_ / "metrics.jsonl");
   log_ = std::make_unique<train::RunLog>((out_dir_ / "metrics.jsonl").string(), rank == 0, total_,
                                          !outcome_.resumed_from.empty(), pos_.step);
   if (recipe_.output.tensorboard) log_->add_tensorboard((out_dir_ / "tensorboard").string());
@@ -474,6 +492,13 @@ void Worker::plan() {
   if (!outcome_.resumed_from.empty()) {
     log_->say("resumed from " + outcome_.resumed_from + " at step " + std::to_string(pos_.step));
     metrics::ResumeRecord record{pos_.step, outcome_.resumed_from};
+    if (const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT")) record.restart = std::atoll(restart);
+    if (logged_before_ > pos_.step) {
+      record.redone_steps = logged_before_ - pos_.step;
+      log_->say("the run before had logged step " + std::to_string(logged_before_) + ": " +
+                std::to_string(record.redone_steps) + (record.redone_steps == 1 ? " step" : " steps") +
+                " after the checkpoint " + (record.redone_steps == 1 ? "is" : "are") + " done again");
+    }
     if (resized_) {
       record.previous_world_size = resized_->world;
       record.world_size = env_.world;
