@@ -96,6 +96,16 @@ TEST_F(PlanTest, JsonHoldsEveryFigure) {
   EXPECT_EQ(s["per_epoch"], 47);  // ceil(750 / 16)
   EXPECT_EQ(s["last_batch"], 750 - 46 * 16);
   EXPECT_EQ(s["total"], 12) << "max_steps";
+
+  // train.global_batch_size 50 over 4 workers: steps of 50 (ranks of 13,
+  // 13, 12, 12), 60 of them; rank 0's last batch holds 13 of the 3,000 -
+  // 59 x 50 = 50 left.
+  CliResult g = run_bagua(dir_, "plan " + recipe + " --nproc-per-node 4 --set train.global_batch_size=50 --json -");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const json gs = json::parse(g.out)["steps"];
+  EXPECT_EQ(gs["batch_size"], 13);
+  EXPECT_EQ(gs["per_epoch"], 60);
+  EXPECT_EQ(gs["last_batch"], 13);
 }
 
 TEST_F(PlanTest, TextOutputAndJsonFile) {

@@ -195,8 +195,8 @@ struct TrainSpec {
   int64_t epochs = 1;
   std::optional<int64_t> max_steps;
   // Samples per step on all workers together, whatever the world size: the
-  // per-worker batch follows it (data.batch_size is then unused). Empty:
-  // data.batch_size per worker.
+  // per-worker training batch follows it (data.batch_size then sizes only
+  // evaluation batches). Empty: data.batch_size per worker.
   std::optional<int64_t> global_batch_size;
   uint64_t seed = 0;
   int64_t log_every_steps = 50;

@@ -305,7 +305,11 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
 
   // Data and steps, as the trainer computes them (Worker::plan()).
   PlanSteps& steps = plan.steps;
-  steps.batch_size = recipe.data.batch_size;
+  // train.global_batch_size: the per-worker batch it gives (the larger,
+  // when the workers do not divide it).
+  steps.batch_size = recipe.train.global_batch_size
+                         ? (*recipe.train.global_batch_size + world.world_size - 1) / world.world_size
+                         : recipe.data.batch_size;
   steps.epochs = recipe.train.epochs;
   steps.max_steps = recipe.train.max_steps;
   steps.drop_last = recipe.data.sampler.drop_last;
@@ -333,7 +337,10 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
       plan.notes.push_back("variable-size batches (data.sampler.batch_complexity): per_epoch and batch sizes are "
                            "the first epoch's; other epochs differ");
     } else {
-      steps.last_batch = steps.per_epoch == 0 ? 0 : steps.samples_per_worker - (steps.per_epoch - 1) * steps.batch_size;
+      // Rank 0's last batch (a global batch the workers do not divide gives
+      // rank 0 the larger share).
+      const auto first = sampler->batches(0, 0);
+      steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
       steps.total = steps.per_epoch * steps.epochs;
     }
     if (steps.max_steps) steps.total = std::min(steps.total, *steps.max_steps);
