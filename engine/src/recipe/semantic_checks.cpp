@@ -135,6 +135,31 @@ struct Checker {
             "found " + format->get<std::string>() + ")");
   }
 
+  // train.global_batch_size against the recipe's world: every worker needs
+  // a sample a step, and the load_balancing sampler's ranks equal batches.
+  // (A launch at another size is checked again when it starts.)
+  void check_global_batch() {
+    const json* global = at("train.global_batch_size");
+    const json* nproc = at("distributed.nproc_per_node");
+    const json* nnodes = at("distributed.nnodes");
+    if (!global || !global->is_number_integer() || !nproc || !nnodes || !nproc->is_number_integer() ||
+        !nnodes->is_number_integer()) {
+      return;
+    }
+    const int64_t g = global->get<int64_t>(), world = nproc->get<int64_t>() * nnodes->get<int64_t>();
+    if (g < world) {
+      error("train.global_batch_size", "expected at least one sample per worker, at least " + std::to_string(world) +
+                                           " (distributed.nnodes x nproc_per_node), found " + std::to_string(g));
+      return;
+    }
+    const json* type = at("data.sampler.type");
+    if (type && *type == "load_balancing" && g % world != 0) {
+      error("train.global_batch_size", "expected a multiple of the " + std::to_string(world) +
+                                           " workers with the load_balancing sampler (its ranks' batches must "
+                                           "match in size), found " + std::to_string(g));
+    }
+  }
+
   // What the algorithm's descriptor says it cannot run with these keyword
   // arguments on this world (decentralized's shift_one with an odd number
   // of peers, say).
@@ -305,6 +330,7 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   c.check_files(findings.file_paths);
   c.check_sizes(findings.size_paths);
   c.check_sampler();
+  c.check_global_batch();
   c.check_algorithm_world();
   c.check_qadam();
   c.check_fused();
