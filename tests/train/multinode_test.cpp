@@ -444,84 +444,108 @@ PodCommand elastic_pod_command(const fs::path& manifest) {
   return pod;
 }
 
-// The elastic example is the test of torchrun as the elastic engine: its
-// container, as the operator starts it, in three namespace pods named as the
-// operator names them (torchrun is Debian's, through the wrapper; `bagua`
-// this build; the recipe a small one). torchrun's --nnodes 2:3 (from
-// PET_NNODES), c10d rendezvous on pod 0. Pod 2 dies mid-epoch (every process
-// in its namespace killed); torchrun restarts the workers of pods 0 and 1
-// at WORLD_SIZE 4, and bagua run resumes from the newest checkpoint at the
-// new size: it finishes, writes model.pt, and over each epoch every
-// training sample is trained on exactly once (counted by index, the steps
-// the rollback voided dropped).
-TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNewWorldSize) {
-  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
-  const PodCommand pod = elastic_pod_command(kSource + "/examples/k8s/elastic-pytorchjob.yaml");
-  EXPECT_EQ(pod.env.at("PET_NNODES"), "2:3");
-  const auto pod_name = [](int node) { return "bagua-elastic-worker-" + std::to_string(node); };
-  NamespaceNodes three(3);
-  three.name_every_node(pod_name);
-  const fs::path images = dir_ / "images960.idx", labels = dir_ / "labels960.idx";
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", images, 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", labels, 8, 1, 960);
-  const fs::path recipe = dir_ / "elastic.yaml", out = dir_ / "elastic", samples = dir_ / "samples.txt";
-  // 960 samples, 8 per worker: 20 steps an epoch at 6 workers, 30 at 4.
-  std::ofstream(recipe) << "name: elastic\n"
-                        << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
-                        << "data:\n"
-                        << "  train: {format: idx, images: " << images.string() << ", labels: " << labels.string() << "}\n"
-                        << "  batch_size: 8\n"
-                        << "optimizers: [{type: sgd, lr: 0.02, momentum: 0.9}]\n"
-                        << "distributed: {timeout_s: 30}\n"
-                        << "train: {epochs: 12, log_every_steps: 10, eval_every: never, threads: 1}\n"
-                        << "checkpoint: {every_steps: 4, keep: 2}\n"
-                        << "output: {dir: " << out.string() << "}\n";
-  // The pod's command line: torchrun, then bagua with the recipe.
-  std::string command, env = "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples.string();
-  for (const auto& [name, value] : pod.env) env += " " + name + "=" + value;
-  for (const std::string& word : pod.argv) {
-    if (word == "torchrun") command += torchrun("");
-    else if (word == "bagua") command += std::string(BAGUA_CLI) + " ";
-    else if (word == "/config/recipe.yaml") command += recipe.string() + " ";
-    else command += word + " ";
+// examples/k8s/elastic-pytorchjob.yaml's pods as three network namespaces
+// named as the operator names them, each running the container's command
+// line with the operator's PET_* variables (torchrun is Debian's, through
+// the wrapper; `bagua` this build; the recipe a small one: 960 samples, 8
+// per worker, 12 epochs, a checkpoint every 4 steps).
+class ElasticExample {
+ public:
+  // `images` and `labels`: IDX files of 960 samples.
+  ElasticExample(const fs::path& dir, const fs::path& images, const fs::path& labels) : dir_(dir), pods_(3) {
+    const PodCommand pod = elastic_pod_command(kSource + "/examples/k8s/elastic-pytorchjob.yaml");
+    EXPECT_EQ(pod.env.at("PET_NNODES"), "2:3");
+    pods_.name_every_node(pod_name);
+    const fs::path recipe = dir_ / "elastic.yaml";
+    std::ofstream(recipe) << "name: elastic\n"
+                          << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
+                          << "data:\n"
+                          << "  train: {format: idx, images: " << images.string() << ", labels: " << labels.string() << "}\n"
+                          << "  batch_size: 8\n"
+                          << "optimizers: [{type: sgd, lr: 0.02, momentum: 0.9}]\n"
+                          << "distributed: {timeout_s: 30}\n"
+                          << "train: {epochs: 12, log_every_steps: 10, eval_every: never, threads: 1}\n"
+                          << "checkpoint: {every_steps: 4, keep: 2}\n"
+                          << "output: {dir: " << out().string() << "}\n";
+    env_ = "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples().string();
+    for (const auto& [name, value] : pod.env) env_ += " " + name + "=" + value;
+    for (const std::string& word : pod.argv) {
+      if (word == "torchrun") command_ += torchrun("");
+      else if (word == "bagua") command_ += std::string(BAGUA_CLI) + " ";
+      else if (word == "/config/recipe.yaml") command_ += recipe.string() + " ";
+      else command_ += word + " ";
+    }
   }
-  std::unique_ptr<Node> agents[3];
-  for (int node = 0; node < 3; ++node) {
-    agents[node] = std::make_unique<Node>(three.name(node), command, dir_ / ("elastic-node" + std::to_string(node) + ".out"),
-                                          env, 0, pod_name(node));
+  static std::string pod_name(int pod) { return "bagua-elastic-worker-" + std::to_string(pod); }
+  std::unique_ptr<Node> start(int pod) {
+    return std::make_unique<Node>(pods_.name(pod), command_, dir_ / ("elastic-pod" + std::to_string(pod) + ".out"),
+                                  env_, 0, pod_name(pod));
   }
-  // Mid-epoch, past a checkpoint, node 2 dies.
-  auto newest_step = [&] {
+  void kill(int pod) { pods_.kill_node(pod); }
+  fs::path out() const { return dir_ / "elastic"; }
+  fs::path samples() const { return dir_ / "samples.txt"; }
+  // The newest complete checkpoint's step, or -1.
+  int64_t newest_step() const {
     int64_t newest = -1;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
+    for (const auto& e : fs::directory_iterator(out() / "checkpoints", ec)) {
       const std::string name = e.path().filename().string();
-      if (name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) newest = std::max<int64_t>(newest, std::stoll(name.substr(5)));
+      if (name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) {
+        newest = std::max<int64_t>(newest, std::stoll(name.substr(5)));
+      }
     }
     return newest;
-  };
-  for (int i = 0; i < 1200 && newest_step() < 26; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_GE(newest_step(), 26) << agents[0]->output();
-  three.kill_node(2);
+  }
+  bool wait_for_step(int64_t step) const {
+    for (int i = 0; i < 2400 && newest_step() < step; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return newest_step() >= step;
+  }
+  // metrics.jsonl's resume records with "resized".
+  std::vector<nlohmann::json> resizes() const {
+    std::vector<nlohmann::json> found;
+    for (const auto& j : metrics(out() / "metrics.jsonl")) {
+      if (j.contains("resized")) found.push_back(j);
+    }
+    return found;
+  }
+
+ private:
+  fs::path dir_;
+  NamespaceNodes pods_;
+  std::string command_, env_;
+};
+
+// The elastic example is the test of torchrun as the elastic engine. Pod 2
+// dies mid-epoch (every process in its namespace killed); torchrun
+// restarts the workers of pods 0 and 1 at WORLD_SIZE 4, and bagua run
+// resumes from the newest checkpoint at the new size: it finishes, writes
+// model.pt, and over each epoch every training sample is trained on
+// exactly once (counted by index, the steps the rollback voided dropped:
+// 960 divides among 6 and what is left among 4, so nothing is padded).
+TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNewWorldSize) {
+  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample example(dir_, dir_ / "images960.idx", dir_ / "labels960.idx");
+  std::unique_ptr<Node> agents[3];
+  for (int pod = 0; pod < 3; ++pod) agents[pod] = example.start(pod);
+  // Mid-epoch, past a checkpoint, pod 2 dies.
+  ASSERT_TRUE(example.wait_for_step(26)) << agents[0]->output();
+  example.kill(2);
   const int code0 = agents[0]->wait(std::chrono::seconds(240)), code1 = agents[1]->wait(std::chrono::seconds(60));
-  const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
+  const std::string both = agents[0]->output() + "\n---- pod 1:\n" + agents[1]->output();
   ASSERT_EQ(code0, 0) << both;
   ASSERT_EQ(code1, 0) << both;
   EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
-  EXPECT_TRUE(fs::exists(out / "model.pt")) << both;
+  EXPECT_TRUE(fs::exists(example.out() / "model.pt")) << both;
   // The membership change is one record: torchrun's round, the sizes, the
   // step resumed from.
-  int changes = 0;
-  for (const auto& j : metrics(out / "metrics.jsonl")) {
-    if (!j.contains("resized")) continue;
-    ++changes;
-    EXPECT_EQ(j["resized"]["world_size"], nlohmann::json::array({6, 4})) << j;
-    EXPECT_GE(j.value("restart", 0), 1) << j;
-    EXPECT_GE(j["step"].get<int64_t>(), 26) << j;
-  }
-  EXPECT_EQ(changes, 1);
-  // Every sample of each epoch once (the steps a rollback voided dropped).
-  const auto seen = samples_per_epoch(samples);
+  const auto changes = example.resizes();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
+  EXPECT_GE(changes[0].value("restart", 0), 1) << changes[0];
+  EXPECT_GE(changes[0]["step"].get<int64_t>(), 26) << changes[0];
+  const auto seen = samples_per_epoch(example.samples());
   ASSERT_EQ(seen.size(), 12u) << both;
   for (const auto& [epoch, counts] : seen) {
     EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
@@ -529,5 +553,46 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNe
   }
 }
 
+// A pod joins: pods 0 and 1 train at 4 workers; pod 2 starts later.
+// torchrun sees it waiting, stops the workers (SIGTERM: bagua checkpoints
+// at the next step and exits 75, so no step is lost) and restarts all of
+// them at 6 workers, where bagua resumes from that checkpoint. All three
+// pods finish; every sample of each epoch is trained on, and only the
+// padding of the epoch it grew in (at most 5 samples there) twice.
+TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
+  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample example(dir_, dir_ / "images960.idx", dir_ / "labels960.idx");
+  std::unique_ptr<Node> agents[3];
+  for (int pod = 0; pod < 2; ++pod) agents[pod] = example.start(pod);
+  ASSERT_TRUE(example.wait_for_step(20)) << agents[0]->output();
+  agents[2] = example.start(2);
+  int codes[3];
+  std::string all;
+  for (int pod = 0; pod < 3; ++pod) {
+    codes[pod] = agents[pod]->wait(std::chrono::seconds(240));
+    all += "\n---- pod " + std::to_string(pod) + ":\n" + agents[pod]->output();
+  }
+  for (int pod = 0; pod < 3; ++pod) ASSERT_EQ(codes[pod], 0) << all;
+  EXPECT_NE(all.find("stopped by a signal at step"), std::string::npos) << "a checkpoint at the stop\n" << all;
+  EXPECT_NE(all.find("resized: 4 workers -> 6"), std::string::npos) << all;
+  EXPECT_EQ(all.find("done again"), std::string::npos) << "nothing rolled back\n" << all;
+  EXPECT_TRUE(fs::exists(example.out() / "model.pt")) << all;
+  const auto changes = example.resizes();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({4, 6})) << changes[0];
+  const auto seen = samples_per_epoch(example.samples());
+  ASSERT_EQ(seen.size(), 12u) << all;
+  for (const auto& [epoch, counts] : seen) {
+    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
+    int twice = 0;
+    for (const auto& [i, times] : counts) {
+      ASSERT_LE(times, 2) << "epoch " << epoch << " sample " << i;
+      twice += times == 2;
+    }
+    EXPECT_LE(twice, 5) << "epoch " << epoch;
+  }
+}
 
 }  // namespace
