@@ -346,7 +346,21 @@ TEST(MinMaxUInt8, FusedDecompressArgumentsAreChecked) {
     EXPECT_NE(std::string(e.what()).find("part 1"), std::string::npos) << e.what();
   }
   EXPECT_THROW(MinMaxUInt8::decompress_sum({}, out, false), bagua::InvalidArgument);
-  EXPECT_THROW(MinMaxUInt8::decompress_add(MinMaxUInt8::compress(at::ones({40}), 1), out, 1), bagua::InvalidArgument);
+  // One check, one message, for each of them: what was expected and what came.
+  for (const std::string what : {"decompress", "decompress_add"}) {
+    try {
+      if (what == "decompress") MinMaxUInt8::decompress(MinMaxUInt8::compress(at::ones({40}), 1), out, 1);
+      else MinMaxUInt8::decompress_add(MinMaxUInt8::compress(at::ones({40}), 1), out, 1);
+      ADD_FAILURE() << what << ": no error";
+    } catch (const bagua::InvalidArgument& e) {
+      const std::string text = e.what();
+      EXPECT_NE(text.find("MinMaxUInt8::" + what + ": expected a uint8 tensor of " +
+                          std::to_string(MinMaxUInt8::compressed_bytes(10, 1)) + " bytes on cpu (10 values in 1 chunk), got " +
+                          std::to_string(MinMaxUInt8::compressed_bytes(40, 1)) + " Byte on cpu"),
+                std::string::npos)
+          << text;
+    }
+  }
 }
 
 // GPU machines only (scripts/gpu-check.sh): the kernel gives the CPU's bytes.

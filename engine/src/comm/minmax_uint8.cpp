@@ -325,6 +325,25 @@ void check_chunks(int64_t chunks, const char* what) {
   }
 }
 
+// That `compressed` holds `numel` values in `chunks` chunks, as uint8 on
+// `device`; else an InvalidArgument naming `what` (the function, and the
+// part for decompress_sum) with what was expected and what came.
+void check_compressed(const std::string& what, const at::Tensor& compressed, const at::Device& device, int64_t numel,
+                      int64_t chunks) {
+  const int64_t bytes = MinMaxUInt8::compressed_bytes(numel, chunks);
+  if (compressed.defined() && compressed.scalar_type() == at::kByte && compressed.numel() == bytes &&
+      compressed.device() == device) {
+    return;
+  }
+  throw InvalidArgument("MinMaxUInt8::" + what + ": expected a uint8 tensor of " + std::to_string(bytes) +
+                        " bytes on " + device.str() + " (" + std::to_string(numel) + " values in " +
+                        std::to_string(chunks) + (chunks == 1 ? " chunk" : " chunks") + "), got " +
+                        (compressed.defined() ? std::to_string(compressed.numel()) + " " +
+                                                    c10::toString(compressed.scalar_type()) + " on " +
+                                                    compressed.device().str()
+                                              : std::string("an undefined tensor")));
+}
+
 bool is_float_like(const at::Tensor& t) {
   auto s = t.scalar_type();
   return s == at::kFloat || s == at::kHalf || s == at::kBFloat16;
@@ -422,17 +441,7 @@ void MinMaxUInt8::decompress(const at::Tensor& compressed, at::Tensor& out, int6
     throw InvalidArgument("MinMaxUInt8::decompress: `out` must be a floating-point tensor");
   }
   const int64_t numel = out.numel();
-  const int64_t bytes = compressed_bytes(numel, chunks);
-  if (!compressed.defined() || compressed.scalar_type() != at::kByte || compressed.numel() != bytes ||
-      compressed.device() != out.device()) {
-    throw InvalidArgument("MinMaxUInt8::decompress: expected a uint8 tensor of " + std::to_string(bytes) +
-                          " bytes on " + out.device().str() + " (" + std::to_string(numel) + " values in " +
-                          std::to_string(chunks) + " chunks), got " +
-                          (compressed.defined() ? std::to_string(compressed.numel()) + " " +
-                                                      c10::toString(compressed.scalar_type()) + " on " +
-                                                      compressed.device().str()
-                                                : std::string("an undefined tensor")));
-  }
+  check_compressed("decompress", compressed, out.device(), numel, chunks);
   at::Tensor src = compressed.contiguous();
   const bool direct = out.scalar_type() == at::kFloat && out.is_contiguous();
   at::Tensor target = direct ? out : at::empty({numel}, out.options().dtype(at::kFloat));
@@ -477,13 +486,7 @@ void MinMaxUInt8::decompress_add(const at::Tensor& compressed, at::Tensor& out, 
     return;
   }
   const int64_t numel = out.numel();
-  const int64_t bytes = compressed_bytes(numel, chunks);
-  if (compressed.scalar_type() != at::kByte || compressed.numel() != bytes) {
-    throw InvalidArgument("MinMaxUInt8::decompress_add: expected a uint8 tensor of " + std::to_string(bytes) +
-                          " bytes (" + std::to_string(numel) + " values in " + std::to_string(chunks) +
-                          " chunks), got " + std::to_string(compressed.numel()) + " " +
-                          c10::toString(compressed.scalar_type()));
-  }
+  check_compressed("decompress_add", compressed, out.device(), numel, chunks);
   at::Tensor src = compressed.contiguous();
   const uint8_t* in = src.data_ptr<uint8_t>();
   float* o = out.data_ptr<float>();
@@ -502,14 +505,8 @@ void MinMaxUInt8::decompress_sum(const std::vector<at::Tensor>& parts, at::Tenso
     throw InvalidArgument("MinMaxUInt8::decompress_sum: `out` must be a floating-point tensor");
   }
   const int64_t numel = out.numel();
-  const int64_t bytes = compressed_bytes(numel, 1);
   for (size_t k = 0; k < parts.size(); ++k) {
-    const at::Tensor& p = parts[k];
-    if (!p.defined() || p.scalar_type() != at::kByte || p.numel() != bytes || p.device() != out.device()) {
-      throw InvalidArgument("MinMaxUInt8::decompress_sum: part " + std::to_string(k) + " must be a uint8 tensor of " +
-                            std::to_string(bytes) + " bytes on " + out.device().str() + " (one chunk of " +
-                            std::to_string(numel) + " values)");
-    }
+    check_compressed("decompress_sum: part " + std::to_string(k), parts[k], out.device(), numel, 1);
   }
   const auto n = static_cast<int64_t>(parts.size());
   if (!out.is_cpu() || out.scalar_type() != at::kFloat || !out.is_contiguous()) {
