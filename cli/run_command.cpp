@@ -32,7 +32,8 @@ namespace {
 struct RunFlags {
   std::string recipe;
   std::vector<std::string> overrides;
-  std::optional<int> nproc_per_node, nnodes, node_rank, master_port;
+  std::optional<int> nproc_per_node, node_rank, master_port;
+  std::optional<std::string> nnodes;  // N (or N:N; an elastic MIN:MAX is refused, saying what to do)
   std::optional<std::string> master_addr;
   bool trace = false;
 };
@@ -68,7 +69,7 @@ const CommandRegistration kRun{
       sub.add_option("--set", f->overrides, "Override a recipe key: key.path=value (value parsed as YAML); repeatable")
           ->type_name("KEY=VALUE")->allow_extra_args(false);
       sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers on this node (distributed.nproc_per_node)");
-      sub.add_option("--nnodes", f->nnodes, "Nodes in the job (distributed.nnodes)");
+      sub.add_option("--nnodes", f->nnodes, "Nodes in the job (distributed.nnodes)")->type_name("N");
       sub.add_option("--node-rank", f->node_rank, "This node's index (distributed.node_rank)");
       sub.add_option("--master-addr", f->master_addr, "Rendezvous host, node 0 (distributed.master_addr)");
       sub.add_option("--master-port", f->master_port,
@@ -125,7 +126,14 @@ const CommandRegistration kRun{
           overrides.push_back(std::string("distributed.") + key + "=" + value);
         };
         if (f->nproc_per_node) flag("nproc_per_node", std::to_string(*f->nproc_per_node));
-        if (f->nnodes) flag("nnodes", std::to_string(*f->nnodes));
+        if (f->nnodes) {
+          try {
+            flag("nnodes", std::to_string(parse_nnodes(*f->nnodes)));
+          } catch (const InvalidArgument& e) {
+            std::cerr << "bagua run: --nnodes " << *f->nnodes << ": " << e.what() << "\n";
+            return kExitInvalidInput;
+          }
+        }
         if (f->node_rank) flag("node_rank", std::to_string(*f->node_rank));
         if (f->master_addr) flag("master_addr", "'" + *f->master_addr + "'");
         if (f->master_port) flag("master_port", std::to_string(*f->master_port));

@@ -256,6 +256,23 @@ TEST_F(RunTest, APyTorchJobPodIsOneWorkerAndSaysSoWhenTheRecipeAsksForMore) {
   EXPECT_TRUE(fs::exists(dir_ / "pods" / "model.pt"));
 }
 
+// An elastic range on the command line is refused before anything starts,
+// with the way out (torchrun as the engine); N:N is N.
+TEST_F(RunTest, AnElasticNodeRangeIsRefusedWithTheWayOutAndNColonNIsN) {
+  std::string recipe = write_recipe("range");
+  RunOutcome range = bagua_run(recipe + " --nnodes 2:3 --node-rank 0");
+  EXPECT_EQ(range.exit_code, 2) << range.output;
+  EXPECT_NE(range.output.find("--nnodes 2:3: an elastic range of nodes"), std::string::npos) << range.output;
+  EXPECT_NE(range.output.find("torchrun --nnodes 2:3 ... --no_python bagua run recipe.yaml"), std::string::npos)
+      << range.output;
+  EXPECT_FALSE(fs::exists(dir_ / "range" / "logs")) << "nothing started";
+  RunOutcome bad = bagua_run(recipe + " --nnodes two");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--nnodes two: expected a number of nodes N, or N:N"), std::string::npos) << bad.output;
+  RunOutcome one = bagua_run(recipe + " --nnodes 1:1 --set train.max_steps=2");
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+}
+
 TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {
   std::string recipe = write_recipe("slurm");
   int port = bagua::find_free_port();

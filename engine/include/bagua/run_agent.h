@@ -68,6 +68,12 @@ struct PetDefaults {
 };
 PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, const std::set<std::string>& given = {});
 
+// A number of nodes as `--nnodes` and PET_NNODES give it: N, or N:N.
+// Throws InvalidArgument saying why otherwise; for an elastic range MIN:MAX
+// (which bagua's own agent does not run) the way out: torchrun as the
+// engine.
+int parse_nnodes(const std::string& text);
+
 // Sets torchrun's variables from Slurm's (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK), and MASTER_ADDR/MASTER_PORT from the
 // recipe when they are not set.

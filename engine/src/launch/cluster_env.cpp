@@ -60,6 +60,21 @@ std::optional<long long> whole_number(const std::string& text, long long lo, lon
 }
 }  // namespace
 
+int parse_nnodes(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string lo = text.substr(0, colon), hi = colon == std::string::npos ? lo : text.substr(colon + 1);
+  const auto min = whole_number(lo, 1, 1 << 20), max = whole_number(hi, 1, 1 << 20);
+  if (!min || !max || *min > *max) throw InvalidArgument("expected a number of nodes N, or N:N");
+  if (*min != *max) {
+    throw InvalidArgument(
+        "an elastic range of nodes; bagua run's own agent runs a fixed number of nodes (its elastic rounds are "
+        "not implemented yet). Set one number, or start bagua run as the worker command of torchrun, which "
+        "runs elastic jobs: torchrun --nnodes " + lo + ":" + hi + " ... --no_python bagua run recipe.yaml "
+        "(docs/multi-node.md, \"Elastic jobs\")");
+  }
+  return static_cast<int>(*min);
+}
+
 PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, const std::set<std::string>& given) {
   PetDefaults out;
   // The variables behind keys the command line gives are not read at all.
@@ -80,17 +95,11 @@ PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, con
   };
   long long nnodes = 1;
   if (auto v = get("PET_NNODES")) {
-    const auto colon = v->find(':');
-    const std::string lo = v->substr(0, colon), hi = colon == std::string::npos ? lo : v->substr(colon + 1);
-    const auto min = whole_number(lo, 1, 1 << 20), max = whole_number(hi, 1, 1 << 20);
-    if (!min || !max || *min > *max) throw bad("PET_NNODES", *v, "expected a number of nodes N, or N:N");
-    if (*min != *max) {
-      throw bad("PET_NNODES", *v,
-                "an elastic range of nodes; bagua run's own agent runs a fixed number of nodes (elastic "
-                "membership is not implemented yet). Set one number, or start bagua run as the worker command "
-                "of torchrun, which runs elastic jobs (docs/multi-node.md)");
+    try {
+      nnodes = parse_nnodes(*v);
+    } catch (const InvalidArgument& e) {
+      throw bad("PET_NNODES", *v, e.what());
     }
-    nnodes = *min;
     set("nnodes", std::to_string(nnodes));
   }
   if (auto v = get("PET_NPROC_PER_NODE")) {
