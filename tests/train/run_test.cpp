@@ -165,6 +165,20 @@ TEST_F(RunTest, WorkersOfDifferentRestartAttemptsNeverMeet) {
   EXPECT_FALSE(fs::exists(dir_ / "attempts" / "model.pt"));
 }
 
+// Under torch elastic's dynamic rendezvous (TORCHELASTIC_USE_AGENT_STORE=False:
+// the store is the round's own) the agents' restart counts may differ: a
+// node that joins starts at 0, one whose workers stopped for the
+// membership change may have counted a failure. Those workers must meet.
+TEST_F(RunTest, WorkersOfOneDynamicRendezvousRoundMeetWhateverTheirRestartCounts) {
+  std::string recipe = write_recipe("dynamic");
+  auto results = run_as_two_torchrun_workers(dir_, recipe + " --set train.max_steps=4", [](int rank) {
+    return "TORCHELASTIC_USE_AGENT_STORE=False TORCHELASTIC_RESTART_COUNT=" + std::to_string(rank);
+  });
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_NE(results[0].output.find("final weights identical on all 2 workers"), std::string::npos) << results[0].output;
+}
+
 TEST_F(RunTest, ResumeNeverStartsAfreshWithoutMixingCheckpoints) {
   std::string recipe = write_recipe("never");
   ASSERT_EQ(bagua_run(recipe).exit_code, 0);  // leaves step-16 and step-24 (keep 2)

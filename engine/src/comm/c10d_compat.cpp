@@ -41,6 +41,13 @@ StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store) {
   return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
 }
 
+std::string rendezvous_scope() {
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent_store != nullptr && std::string(agent_store) == "False") return "";
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return "attempt-" + std::string(attempt != nullptr && *attempt != '\0' ? attempt : "0") + "/";
+}
+
 BackendPtr make_gloo(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
                      const std::string& interface, bool loopback_only) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);

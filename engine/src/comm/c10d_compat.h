@@ -31,6 +31,17 @@ StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int w
 // A store whose keys all carry `prefix`, so groups do not collide.
 StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store);
 
+// The prefix of this worker's rendezvous keys: "attempt-K/" for the
+// launcher's restart attempt K (TORCHELASTIC_RESTART_COUNT), so that on a
+// store that outlives attempts (bagua's agent, torchrun's static
+// rendezvous) a restarted node never meets a worker of an earlier attempt.
+// Under torch elastic's dynamic rendezvous (TORCHELASTIC_USE_AGENT_STORE
+// set to False: c10d, etcd) the store is this round's own, served by its
+// rank 0, and the agents' restart counts may differ (a node that joins
+// starts at 0; one whose workers stopped for a membership change may have
+// counted a failure): no prefix there, or those workers never meet.
+std::string rendezvous_scope();
+
 // Gloo over TCP, bound to `interface` when it is not empty (see
 // comm/network_route.h), else to 127.0.0.1 when `loopback_only` (all peers
 // are local), else to the address the host name resolves to.

@@ -419,11 +419,12 @@ void init_process_group(const InitOptions& options) {
                    comm::describe_route(route, addr).c_str());
     }
   }
-  // Keys are scoped to the launcher's restart attempt, so a restarted node
-  // never meets (or counts) a worker of a previous attempt.
-  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  world->store = comm::make_prefix_store(
-      "attempt-" + std::string(attempt != nullptr && *attempt != '\0' ? attempt : "0") + "/", world->store);
+  // Keys are scoped to the launcher's restart attempt where the store
+  // outlives attempts, so a restarted node never meets (or counts) a worker
+  // of a previous attempt (comm::rendezvous_scope()).
+  if (const std::string scope = comm::rendezvous_scope(); !scope.empty()) {
+    world->store = comm::make_prefix_store(scope, world->store);
+  }
   if (backend == "auto") {
     world->store->set("bagua/owns_gpu/" + std::to_string(world->rank),
                       std::vector<uint8_t>{static_cast<uint8_t>(owns_gpu ? 1 : 0)});

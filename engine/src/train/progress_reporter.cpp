@@ -41,9 +41,8 @@ ProgressReporter::~ProgressReporter() {
 void ProgressReporter::loop() {
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
-  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
   if (addr == nullptr || port == nullptr) return;
-  const std::string prefix = "attempt-" + std::string(attempt != nullptr && *attempt ? attempt : "0") + "/";
+  const std::string prefix = comm::rendezvous_scope();
   const std::string key = progress::rank_key(rank_);
   comm::StorePtr store;
   progress::Report report;
@@ -72,8 +71,8 @@ void ProgressReporter::loop() {
     report.phase = phase;
     try {
       if (!store) {
-        store = comm::make_prefix_store(prefix, comm::make_tcp_store(addr, std::atoi(port), false, world_size_,
-                                                                     std::chrono::seconds(5)));
+        store = comm::make_tcp_store(addr, std::atoi(port), false, world_size_, std::chrono::seconds(5));
+        if (!prefix.empty()) store = comm::make_prefix_store(prefix, store);
       }
       store->set(key, progress::encode(report));
     } catch (const std::exception&) {
