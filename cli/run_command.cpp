@@ -33,7 +33,7 @@ struct RunFlags {
   std::string recipe;
   std::vector<std::string> overrides;
   std::optional<int> nproc_per_node, node_rank, master_port;
-  std::optional<std::string> nnodes;  // N (or N:N; an elastic MIN:MAX is refused, saying what to do)
+  std::optional<std::string> nnodes;  // N, or MIN:MAX (an elastic job)
   std::optional<std::string> master_addr;
   bool trace = false;
 };
@@ -69,7 +69,10 @@ const CommandRegistration kRun{
       sub.add_option("--set", f->overrides, "Override a recipe key: key.path=value (value parsed as YAML); repeatable")
           ->type_name("KEY=VALUE")->allow_extra_args(false);
       sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers on this node (distributed.nproc_per_node)");
-      sub.add_option("--nnodes", f->nnodes, "Nodes in the job (distributed.nnodes)")->type_name("N");
+      sub.add_option("--nnodes", f->nnodes,
+                     "Nodes in the job: N, or MIN:MAX for an elastic job whose nodes meet in rounds at "
+                     "--master-addr:--master-port and take their ranks in order of arrival (distributed.nnodes)")
+          ->type_name("N|MIN:MAX");
       sub.add_option("--node-rank", f->node_rank, "This node's index (distributed.node_rank)");
       sub.add_option("--master-addr", f->master_addr, "Rendezvous host, node 0 (distributed.master_addr)");
       sub.add_option("--master-port", f->master_port,
@@ -128,7 +131,7 @@ const CommandRegistration kRun{
         if (f->nproc_per_node) flag("nproc_per_node", std::to_string(*f->nproc_per_node));
         if (f->nnodes) {
           try {
-            flag("nnodes", std::to_string(parse_nnodes(*f->nnodes)));
+            flag("nnodes", parse_nnodes(*f->nnodes).recipe_value(f->node_rank.has_value()));
           } catch (const InvalidArgument& e) {
             std::cerr << "bagua run: --nnodes " << *f->nnodes << ": " << e.what() << "\n";
             return kExitInvalidInput;

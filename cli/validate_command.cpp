@@ -12,12 +12,18 @@ namespace {
 std::string summary(const Recipe& r) {
   std::string optimizers;
   for (const auto& o : r.optimizers) optimizers += std::string(optimizers.empty() ? "" : "+") + to_string(o.type);
-  int workers = r.distributed.nproc_per_node * r.distributed.nnodes;
+  const auto& d = r.distributed;
+  const int workers = d.nproc_per_node * d.nnodes;
   std::string length = r.train.max_steps ? std::to_string(*r.train.max_steps) + " steps"
                                          : std::to_string(r.train.epochs) + " epoch" + (r.train.epochs == 1 ? "" : "s");
-  return r.source + ": valid recipe " + r.name + " (" + r.algorithm.name + ", " + std::to_string(workers) +
-         " worker" + (workers == 1 ? "" : "s") + " on " + std::to_string(r.distributed.nnodes) + " node" +
-         (r.distributed.nnodes == 1 ? "" : "s") + ", " + optimizers + ", batch " +
+  // An elastic job: "4 to 6 workers on 2 to 3 nodes (elastic)".
+  const std::string world =
+      d.elastic() ? std::to_string(workers) + " to " + std::to_string(d.nproc_per_node * d.nnodes_max) +
+                        " workers on " + std::to_string(d.nnodes) + " to " + std::to_string(d.nnodes_max) +
+                        " nodes (elastic)"
+                  : std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") + " on " +
+                        std::to_string(d.nnodes) + " node" + (d.nnodes == 1 ? "" : "s");
+  return r.source + ": valid recipe " + r.name + " (" + r.algorithm.name + ", " + world + ", " + optimizers + ", batch " +
          std::to_string(r.data.batch_size) + " per worker, " + length + ", output " + r.output.dir + ")";
 }
 

@@ -301,14 +301,22 @@ TEST(PetDefaults, TheRendezvousEndpointNamesTheMasterUnlessTheMasterIsGiven) {
   EXPECT_NE(gpu.notes[0].find("the recipe's distributed.nproc_per_node is used"), std::string::npos);
 }
 
-// What bagua cannot honour is refused, naming the variable and the way out.
-TEST(PetDefaults, AnElasticRangeOrAMissingNodeRankIsRefusedWithTheWayOut) {
-  const std::string range = pet_error({{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "0"}});
-  EXPECT_NE(range.find("PET_NNODES=1:4"), std::string::npos) << range;
-  EXPECT_NE(range.find("elastic"), std::string::npos) << range;
-  EXPECT_NE(range.find("torchrun"), std::string::npos) << range;
-  const std::string rank = pet_error({{"PET_NNODES", "2"}});
-  EXPECT_NE(rank.find("no PET_NODE_RANK"), std::string::npos) << rank;
+// PET_NNODES=MIN:MAX, or N with no node rank anywhere, is an elastic job
+// (whose rendezvous assigns node ranks); N:N with a node rank is N. What
+// bagua cannot read is refused, naming the variable.
+TEST(PetDefaults, AnElasticRangeOrAMissingNodeRankMakesAnElasticJobAndBadValuesAreRefused) {
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_NNODES", "1:4"}})).overrides,
+            (std::vector<std::string>{"distributed.nnodes='1:4'"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "0"}})).overrides,
+            (std::vector<std::string>{"distributed.nnodes='1:4'", "distributed.node_rank=0"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_NNODES", "2"}})).overrides,
+            (std::vector<std::string>{"distributed.nnodes='2:2'"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_NNODES", "2"}}), {"node_rank"}).overrides,
+            (std::vector<std::string>{"distributed.nnodes=2"}));
+  EXPECT_EQ(bagua::pet_defaults(pet_env({{"PET_NNODES", "1"}})).overrides,
+            (std::vector<std::string>{"distributed.nnodes=1"}));
+  EXPECT_NE(pet_error({{"PET_NNODES", "3:2"}}).find("PET_NNODES=3:2: expected MIN:MAX with MIN no larger than MAX"),
+            std::string::npos);
   for (const auto& [var, value] : std::map<std::string, std::string>{{"PET_NNODES", "two"},
                                                                       {"PET_NPROC_PER_NODE", "0"},
                                                                       {"PET_NODE_RANK", "-1"},

@@ -444,18 +444,23 @@ PodCommand elastic_pod_command(const fs::path& manifest) {
   return pod;
 }
 
-// examples/k8s/elastic-pytorchjob.yaml's pods as three network namespaces
-// named as the operator names them, each running the container's command
-// line with the operator's PET_* variables (torchrun is Debian's, through
-// the wrapper; `bagua` this build; the recipe a small one: 960 samples, 8
-// per worker, 12 epochs, a checkpoint every 4 steps).
+// An elastic job on three network namespaces, as one of two engines runs
+// it (the recipe a small one: 960 samples, 8 per worker, 12 epochs, a
+// checkpoint every 4 steps):
+//   - kTorchrunPods: examples/k8s/elastic-pytorchjob.yaml's pods, named as
+//     the operator names them, each running the container's command line
+//     with the operator's PET_* variables (torchrun is Debian's, through
+//     the wrapper; `bagua` this build);
+//   - kBaguaAgents: bagua run's own agent on each node ("node-K"),
+//     --nnodes 2:3 at node 0's address, a last call of 3 s.
 class ElasticExample {
  public:
+  enum class Engine { kTorchrunPods, kBaguaAgents };
+  static constexpr int kLastCallSeconds = 3;
   // `images` and `labels`: IDX files of 960 samples.
-  ElasticExample(const fs::path& dir, const fs::path& images, const fs::path& labels) : dir_(dir), pods_(3) {
-    const PodCommand pod = elastic_pod_command(kSource + "/examples/k8s/elastic-pytorchjob.yaml");
-    EXPECT_EQ(pod.env.at("PET_NNODES"), "2:3");
-    pods_.name_every_node(pod_name);
+  ElasticExample(const fs::path& dir, const fs::path& images, const fs::path& labels,
+                 Engine engine = Engine::kTorchrunPods)
+      : dir_(dir), pods_(3), engine_(engine) {
     const fs::path recipe = dir_ / "elastic.yaml";
     std::ofstream(recipe) << "name: elastic\n"
                           << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
@@ -468,6 +473,16 @@ class ElasticExample {
                           << "checkpoint: {every_steps: 4, keep: 2}\n"
                           << "output: {dir: " << out().string() << "}\n";
     env_ = "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples().string();
+    if (engine_ == Engine::kBaguaAgents) {
+      pods_.name_every_node();
+      command_ = std::string(BAGUA_CLI) + " run " + recipe.string() + " --nnodes 2:3 --nproc-per-node 2 --master-addr " +
+                 NamespaceNodes::address(0) + " --master-port 29500 --set distributed.rdzv_last_call_s=" +
+                 std::to_string(kLastCallSeconds) + " --set distributed.max_restarts=2";
+      return;
+    }
+    const PodCommand pod = elastic_pod_command(kSource + "/examples/k8s/elastic-pytorchjob.yaml");
+    EXPECT_EQ(pod.env.at("PET_NNODES"), "2:3");
+    pods_.name_every_node(pod_name);
     for (const auto& [name, value] : pod.env) env_ += " " + name + "=" + value;
     for (const std::string& word : pod.argv) {
       if (word == "torchrun") command_ += torchrun("");
@@ -479,7 +494,8 @@ class ElasticExample {
   static std::string pod_name(int pod) { return "bagua-elastic-worker-" + std::to_string(pod); }
   std::unique_ptr<Node> start(int pod) {
     return std::make_unique<Node>(pods_.name(pod), command_, dir_ / ("elastic-pod" + std::to_string(pod) + ".out"),
-                                  env_, 0, pod_name(pod));
+                                  env_, 0,
+                                  engine_ == Engine::kBaguaAgents ? NamespaceNodes::host_name(pod) : pod_name(pod));
   }
   void kill(int pod) { pods_.kill_node(pod); }
   fs::path out() const { return dir_ / "elastic"; }
@@ -500,6 +516,31 @@ class ElasticExample {
     for (int i = 0; i < 2400 && newest_step() < step; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return newest_step() >= step;
   }
+  // Over each of the 12 epochs, every one of the 960 samples trained on
+  // exactly once (the steps a rollback voided dropped).
+  void expect_every_sample_once(const std::string& context) const {
+    const auto seen = samples_per_epoch(samples());
+    ASSERT_EQ(seen.size(), 12u) << context;
+    for (const auto& [epoch, counts] : seen) {
+      EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
+      for (const auto& [i, times] : counts) ASSERT_EQ(times, 1) << "epoch " << epoch << " sample " << i;
+    }
+  }
+  // After a growth: every sample of each epoch trained on, and only the
+  // padding of the epoch it grew in (at most 5 samples there) twice.
+  void expect_every_sample_at_most_twice_in_the_padding(const std::string& context) const {
+    const auto seen = samples_per_epoch(samples());
+    ASSERT_EQ(seen.size(), 12u) << context;
+    for (const auto& [epoch, counts] : seen) {
+      EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
+      int twice = 0;
+      for (const auto& [i, times] : counts) {
+        ASSERT_LE(times, 2) << "epoch " << epoch << " sample " << i;
+        twice += times == 2;
+      }
+      EXPECT_LE(twice, 5) << "epoch " << epoch;
+    }
+  }
   // metrics.jsonl's resume records with "resized".
   std::vector<nlohmann::json> resizes() const {
     std::vector<nlohmann::json> found;
@@ -512,6 +553,7 @@ class ElasticExample {
  private:
   fs::path dir_;
   NamespaceNodes pods_;
+  Engine engine_;
   std::string command_, env_;
 };
 
@@ -545,12 +587,7 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNe
   EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
   EXPECT_GE(changes[0].value("restart", 0), 1) << changes[0];
   EXPECT_GE(changes[0]["step"].get<int64_t>(), 26) << changes[0];
-  const auto seen = samples_per_epoch(example.samples());
-  ASSERT_EQ(seen.size(), 12u) << both;
-  for (const auto& [epoch, counts] : seen) {
-    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
-    for (const auto& [i, times] : counts) ASSERT_EQ(times, 1) << "epoch " << epoch << " sample " << i;
-  }
+  example.expect_every_sample_once(both);
 }
 
 // A pod joins: pods 0 and 1 train at 4 workers; pod 2 starts later.
@@ -582,17 +619,82 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
   const auto changes = example.resizes();
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({4, 6})) << changes[0];
-  const auto seen = samples_per_epoch(example.samples());
-  ASSERT_EQ(seen.size(), 12u) << all;
-  for (const auto& [epoch, counts] : seen) {
-    EXPECT_EQ(counts.size(), 960u) << "epoch " << epoch;
-    int twice = 0;
-    for (const auto& [i, times] : counts) {
-      ASSERT_LE(times, 2) << "epoch " << epoch << " sample " << i;
-      twice += times == 2;
-    }
-    EXPECT_LE(twice, 5) << "epoch " << epoch;
+  example.expect_every_sample_at_most_twice_in_the_padding(all);
+}
+
+// bagua run's own elastic agent (--nnodes 2:3) on three nodes, 2 workers
+// each: node 2 dies mid-epoch (every process in its namespace killed). The
+// other two find their workers failed, meet in round 1 (closed once the
+// last call passed with nobody new) and continue at world size 4 from the
+// newest checkpoint within the last call + 10 s; they finish, write
+// model.pt, and over each epoch every training sample is trained on
+// exactly once (counted by index, the rolled-back steps dropped).
+TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourWorkers) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  std::unique_ptr<Node> agents[3];
+  for (int node = 0; node < 3; ++node) agents[node] = job.start(node);
+  ASSERT_TRUE(job.wait_for_step(26)) << agents[0]->output();
+  job.kill(2);
+  const auto killed = Clock::now();
+  std::optional<Clock::duration> resumed_after;
+  while (!resumed_after && Clock::now() - killed < std::chrono::seconds(60) && agents[0]->running()) {
+    if (!job.resizes().empty()) resumed_after = Clock::now() - killed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  const int code0 = agents[0]->wait(std::chrono::seconds(240)), code1 = agents[1]->wait(std::chrono::seconds(60));
+  const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
+  ASSERT_EQ(code0, 0) << both;
+  ASSERT_EQ(code1, 0) << both;
+  ASSERT_TRUE(resumed_after) << both;
+  EXPECT_LE(*resumed_after, std::chrono::seconds(ElasticExample::kLastCallSeconds + 10)) << both;
+  EXPECT_NE(both.find("round 0: 3 nodes x 2 workers = 6 workers"), std::string::npos) << both;
+  EXPECT_NE(both.find("round 1: 2 nodes x 2 workers = 4 workers"), std::string::npos) << both;
+  EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
+  EXPECT_TRUE(fs::exists(job.out() / "model.pt")) << both;
+  const auto changes = job.resizes();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
+  EXPECT_EQ(changes[0].value("restart", 0), 1) << "the round" << changes[0];
+  EXPECT_GE(changes[0]["step"].get<int64_t>(), 24) << changes[0];
+  job.expect_every_sample_once(both);
+}
+
+// bagua run's own agent grows: nodes 0 and 1 of --nnodes 2:3 train at 4
+// workers (round 0 closed after the last call); node 2 starts later and
+// waits in round 1. The two stop their workers at a step with a checkpoint
+// (nothing rolled back), come back, and round 1 closes with 3 nodes, MAX,
+// at once; training goes on at 6 workers from that checkpoint. Every
+// sample of each epoch is trained on, and only the padding of the epoch
+// it grew in (at most 5 samples there) twice.
+TEST_F(MultiNodeTest, BaguasOwnElasticAgentGrowsWhenANodeJoins) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  std::unique_ptr<Node> agents[3];
+  for (int node = 0; node < 2; ++node) agents[node] = job.start(node);
+  ASSERT_TRUE(job.wait_for_step(20)) << agents[0]->output();
+  agents[2] = job.start(2);
+  int codes[3];
+  std::string all;
+  for (int node = 0; node < 3; ++node) {
+    codes[node] = agents[node]->wait(std::chrono::seconds(240));
+    all += "\n---- node " + std::to_string(node) + ":\n" + agents[node]->output();
+  }
+  for (int node = 0; node < 3; ++node) ASSERT_EQ(codes[node], 0) << all;
+  EXPECT_NE(all.find("round 0: 2 nodes x 2 workers = 4 workers"), std::string::npos) << all;
+  EXPECT_NE(all.find("round 0 stopped: node-2 is waiting in round 1"), std::string::npos) << all;
+  EXPECT_NE(all.find("round 1: 3 nodes x 2 workers = 6 workers (nodes 0 node-2"), std::string::npos)
+      << "node 2 arrived first\n" << all;
+  EXPECT_NE(all.find("stopped by a signal at step"), std::string::npos) << "a checkpoint at the stop\n" << all;
+  EXPECT_NE(all.find("resized: 4 workers -> 6"), std::string::npos) << all;
+  EXPECT_EQ(all.find("done again"), std::string::npos) << "nothing rolled back\n" << all;
+  EXPECT_TRUE(fs::exists(job.out() / "model.pt")) << all;
+  const auto changes = job.resizes();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({4, 6})) << changes[0];
+  job.expect_every_sample_at_most_twice_in_the_padding(all);
 }
 
 }  // namespace

@@ -270,21 +270,31 @@ TEST_F(RunTest, APyTorchJobPodIsOneWorkerAndSaysSoWhenTheRecipeAsksForMore) {
   EXPECT_TRUE(fs::exists(dir_ / "pods" / "model.pt"));
 }
 
-// An elastic range on the command line is refused before anything starts,
-// with the way out (torchrun as the engine); N:N is N.
-TEST_F(RunTest, AnElasticNodeRangeIsRefusedWithTheWayOutAndNColonNIsN) {
+// An elastic job (--nnodes MIN:MAX) on one machine: with MIN nodes it
+// trains; with fewer, its round waits distributed.timeout_s and fails,
+// naming the nodes it has and how many more it needs. A malformed count is
+// refused before anything starts.
+TEST_F(RunTest, AnElasticJobTrainsWithMinNodesAndBelowMinNamesWhatIsMissing) {
   std::string recipe = write_recipe("range");
-  RunOutcome range = bagua_run(recipe + " --nnodes 2:3 --node-rank 0");
-  EXPECT_EQ(range.exit_code, 2) << range.output;
-  EXPECT_NE(range.output.find("--nnodes 2:3: an elastic range of nodes"), std::string::npos) << range.output;
-  EXPECT_NE(range.output.find("torchrun --nnodes 2:3 ... --no_python bagua run recipe.yaml"), std::string::npos)
-      << range.output;
-  EXPECT_FALSE(fs::exists(dir_ / "range" / "logs")) << "nothing started";
-  RunOutcome bad = bagua_run(recipe + " --nnodes two");
-  EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--nnodes two: expected a number of nodes N, or N:N"), std::string::npos) << bad.output;
-  RunOutcome one = bagua_run(recipe + " --nnodes 1:1 --set train.max_steps=2");
+  const std::string port = std::to_string(bagua::find_free_port());
+  RunOutcome alone = bagua_run(recipe + " --nnodes 2:3 --master-port " + port + " --set distributed.timeout_s=3");
+  EXPECT_EQ(alone.exit_code, 3) << alone.output;
+  EXPECT_NE(alone.output.find("this node serves its store on port " + port), std::string::npos) << alone.output;
+  EXPECT_NE(alone.output.find("round 0 of the elastic job has 1 node (" + bagua::host_name() +
+                              ") after 3 s, fewer than the 2 it needs"),
+            std::string::npos)
+      << alone.output;
+  EXPECT_FALSE(fs::exists(dir_ / "range" / "logs" / "rank-0.log")) << "no worker started";
+  for (const std::string& bad : {"two", "3:2"}) {
+    RunOutcome refused = bagua_run(recipe + " --nnodes " + bad);
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("--nnodes " + bad + ": expected"), std::string::npos) << refused.output;
+  }
+  RunOutcome one = bagua_run(recipe + " --nnodes 1:2 --master-port " + port +
+                             " --set train.max_steps=2 --set distributed.rdzv_last_call_s=1");
   EXPECT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("round 0: 1 node x 2 workers = 2 workers"), std::string::npos) << one.output;
+  EXPECT_TRUE(fs::exists(dir_ / "range" / "model.pt")) << one.output;
 }
 
 TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {

@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -108,6 +109,12 @@ struct LaunchOptions {
   std::vector<int> cause_statuses;
   std::chrono::milliseconds stall_warning{60000};
   std::chrono::milliseconds stall_timeout{0};  // 0: never stop for a stall
+  // Asked about once a second while the workers run (from the thread that
+  // called run()); when it returns a reason, the workers are stopped as for
+  // SIGTERM (they checkpoint at the next step boundary) and
+  // LaunchResult::stopped_for says why. bagua run's elastic agent stops a
+  // round this way when a node waits to join. Must not throw.
+  std::function<std::optional<std::string>()> stop_when;
 };
 
 // How one worker ended.
@@ -139,6 +146,8 @@ struct LaunchResult {
   // that was published before this node's own first_failure (whose workers
   // then most likely failed for losing their peers there).
   std::string remote_failure;
+  // Set when LaunchOptions::stop_when stopped the workers: its reason.
+  std::string stopped_for;
   // This node's rank when the job has several nodes (named in summary()), else -1.
   int node_rank = -1;
   // One clear paragraph, e.g. "rank 1 (local rank 1) failed with exit code 3;

@@ -171,6 +171,12 @@ struct DistributedSpec {
   Backend backend = Backend::kAuto;
   int nproc_per_node = 1;
   int nnodes = 1;
+  // nnodes "MIN:MAX" (a string, MIN == MAX allowed): an elastic job. Its
+  // nodes meet in rounds on the store at master_addr:master_port and take
+  // their ranks in order of arrival (node_rank is not used); nnodes is MIN.
+  // 0: a fixed job of nnodes nodes, each given its node_rank.
+  int nnodes_max = 0;
+  bool elastic() const { return nnodes_max > 0; }
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;  // null: a free port on one node, kDefaultMasterPort across nodes
@@ -182,6 +188,9 @@ struct DistributedSpec {
   // After Ctrl-C, SIGTERM or SIGUSR1: how long the workers have to reach a
   // step boundary and write their checkpoint before they are killed.
   int stop_grace_s = 30;
+  // Elastic jobs: a round with at least MIN nodes closes after this many
+  // seconds without a new arrival (at once with MAX).
+  int rdzv_last_call_s = 10;
 };
 
 // train.eval_every

@@ -9,7 +9,13 @@
 //   - starts the workers with LocalSupervisor (bagua/launch.h), watching
 //     their progress, and after a failed attempt asks the restart policy
 //     (decide_after_attempt(), a pure function) whether to restart them
-//     from the latest checkpoint, keeping each attempt's logs.
+//     from the latest checkpoint, keeping each attempt's logs;
+//   - in an elastic job (distributed.nnodes "MIN:MAX") runs rounds
+//     instead of attempts: the nodes meet on the store at master_addr
+//     (served by the agent on that machine), take their ranks in order of
+//     arrival, and a lost, leaving or joining node starts the next round
+//     at the new world size from the newest checkpoint
+//     (launch/elastic_rendezvous.h).
 // It says what happens through `say` (the CLI prefixes "bagua run: ") and
 // returns the run's exit code (bagua/exit_codes.h).
 //
@@ -49,30 +55,34 @@ std::optional<int> slurm_tasks_on_this_node();
 
 // torchrun's defaults for its flags, as a Kubeflow TrainJob pod or a
 // PyTorchJob with elasticPolicy sets them (and nothing else), read as
-// defaults for `bagua run`'s: PET_NNODES (N, or N:N), PET_NPROC_PER_NODE
-// (a number; auto, cpu and gpu keep the recipe's), PET_NODE_RANK,
-// PET_MASTER_ADDR, PET_MASTER_PORT, PET_RDZV_ENDPOINT (HOST:PORT, for the
-// master when PET_MASTER_* are not set), PET_MAX_RESTARTS; PET_RDZV_ID is
-// accepted and has no effect. Returned as recipe overrides
-// ("distributed.KEY=VALUE") to go before the command line's own, which win,
-// with notes to print. `env` reads a variable (null when unset); `given`
-// names the distributed keys the command line sets, whose variables are
-// not read. Throws
-// InvalidArgument, naming the variable, for a value bagua cannot honour:
-// an elastic range MIN:MAX (bagua's agent runs a fixed set of nodes), or
-// several nodes with no node rank (which only an elastic rendezvous
-// assigns).
+// defaults for `bagua run`'s: PET_NNODES (N; MIN:MAX, or N with no node
+// rank, make an elastic job whose rendezvous assigns node ranks),
+// PET_NPROC_PER_NODE (a number; auto, cpu and gpu keep the recipe's),
+// PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_RDZV_ENDPOINT
+// (HOST:PORT, for the master when PET_MASTER_* are not set),
+// PET_MAX_RESTARTS; PET_RDZV_ID is accepted and has no effect. Returned as
+// recipe overrides ("distributed.KEY=VALUE") to go before the command
+// line's own, which win, with notes to print. `env` reads a variable (null
+// when unset); `given` names the distributed keys the command line sets,
+// whose variables are not read. Throws InvalidArgument, naming the
+// variable, for a value bagua cannot read.
 struct PetDefaults {
   std::vector<std::string> overrides;
   std::vector<std::string> notes;
 };
 PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, const std::set<std::string>& given = {});
 
-// A number of nodes as `--nnodes` and PET_NNODES give it: N, or N:N.
-// Throws InvalidArgument saying why otherwise; for an elastic range MIN:MAX
-// (which bagua's own agent does not run) the way out: torchrun as the
-// engine.
-int parse_nnodes(const std::string& text);
+// A number of nodes as `--nnodes` and PET_NNODES give it: N, or MIN:MAX.
+// Throws InvalidArgument saying why when it is neither.
+struct NodeCount {
+  int min = 1, max = 1;
+  bool range = false;  // written MIN:MAX (N:N included)
+  // The value for distributed.nnodes: N as a number when not a range, or a
+  // range N:N with the node rank given; else the string "MIN:MAX" (an
+  // elastic job).
+  std::string recipe_value(bool node_rank_given) const;
+};
+NodeCount parse_nnodes(const std::string& text);
 
 // Sets torchrun's variables from Slurm's (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK), and MASTER_ADDR/MASTER_PORT from the
@@ -111,6 +121,9 @@ class OutputLock {
   // Returns an error message when another run holds the directory (or it
   // cannot be created or opened). Holds the lock until the process exits.
   std::optional<std::string> acquire(const std::filesystem::path& dir, int node_rank);
+  // The lock of node NODE (OUTPUT/.bagua-run-NODE.lock): "node-R", or an
+  // elastic job's "host-NAME" (its node ranks change between rounds).
+  std::optional<std::string> acquire(const std::filesystem::path& dir, const std::string& node);
 
  private:
   std::filesystem::path path_;
@@ -120,7 +133,10 @@ class OutputLock {
 // Before a restart: this attempt's logs move to LOG_DIR/attempt-K/, so
 // every attempt's are kept and LOG_DIR/rank-N.log is always the newest's.
 // Returns an error message when some could not be moved.
-std::optional<std::string> keep_attempt_logs(const std::filesystem::path& log_dir, int attempt);
+// `ranks`: only those ranks' logs (an elastic job's nodes move their own
+// after a round); empty: every rank's.
+std::optional<std::string> keep_attempt_logs(const std::filesystem::path& log_dir, int attempt,
+                                             const std::vector<int>& ranks = {});
 
 struct RunAgentOptions {
   // argv of each worker: this program as `bagua run RECIPE` with the

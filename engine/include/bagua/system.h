@@ -1,5 +1,5 @@
 // Small POSIX helpers every layer may use: a free TCP port, the name of a
-// signal, a file replaced whole.
+// signal, a file replaced whole, this machine's name.
 #pragma once
 
 #include <string>
@@ -19,5 +19,8 @@ std::string signal_name(int signal_number);
 // place, so a reader sees the old content or the new, never half of it.
 // Throws bagua::Error (a user error) naming the file when it cannot.
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// This machine's host name (gethostname), "unknown" when it has none.
+std::string host_name();
 
 }  // namespace bagua

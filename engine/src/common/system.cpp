@@ -1,4 +1,4 @@
-// find_free_port() and signal_name() (bagua/system.h).
+// The POSIX helpers of bagua/system.h.
 #include <bagua/system.h>
 
 #include <bagua/errors.h>
@@ -100,6 +100,12 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     fs::remove(tmp, ec);
     throw Error("cannot write " + path + ": " + ec.message(), true);
   }
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "unknown";
+  return host;
 }
 
 }  // namespace bagua

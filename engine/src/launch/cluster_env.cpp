@@ -60,19 +60,24 @@ std::optional<long long> whole_number(const std::string& text, long long lo, lon
 }
 }  // namespace
 
-int parse_nnodes(const std::string& text) {
+NodeCount parse_nnodes(const std::string& text) {
   const auto colon = text.find(':');
   const std::string lo = text.substr(0, colon), hi = colon == std::string::npos ? lo : text.substr(colon + 1);
-  const auto min = whole_number(lo, 1, 1 << 20), max = whole_number(hi, 1, 1 << 20);
-  if (!min || !max || *min > *max) throw InvalidArgument("expected a number of nodes N, or N:N");
-  if (*min != *max) {
-    throw InvalidArgument(
-        "an elastic range of nodes; bagua run's own agent runs a fixed number of nodes (its elastic rounds are "
-        "not implemented yet). Set one number, or start bagua run as the worker command of torchrun, which "
-        "runs elastic jobs: torchrun --nnodes " + lo + ":" + hi + " ... --no_python bagua run recipe.yaml "
-        "(docs/multi-node.md, \"Elastic jobs\")");
-  }
-  return static_cast<int>(*min);
+  const auto min = whole_number(lo, 1, 999999), max = whole_number(hi, 1, 999999);
+  if (!min || !max) throw InvalidArgument("expected a number of nodes N, or an elastic range MIN:MAX");
+  if (*min > *max) throw InvalidArgument("expected MIN:MAX with MIN no larger than MAX");
+  NodeCount n;
+  n.min = static_cast<int>(*min);
+  n.max = static_cast<int>(*max);
+  n.range = colon != std::string::npos;
+  return n;
+}
+
+std::string NodeCount::recipe_value(bool node_rank_given) const {
+  // N:N with a node rank is N, as torchrun reads it; any other range is an
+  // elastic job (a YAML string), whose ranks the rendezvous assigns.
+  if (!range || (min == max && node_rank_given)) return std::to_string(min);
+  return "'" + std::to_string(min) + ":" + std::to_string(max) + "'";
 }
 
 PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, const std::set<std::string>& given) {
@@ -93,14 +98,19 @@ PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, con
   auto bad = [](const std::string& var, const std::string& value, const std::string& why) {
     return InvalidArgument(var + "=" + value + ": " + why);
   };
-  long long nnodes = 1;
+  // PET_NNODES: N with PET_NODE_RANK is a fixed job; MIN:MAX, or N with
+  // no node rank (neither here nor on the command line), an elastic one
+  // whose rendezvous assigns the node ranks.
+  const bool rank_given = given.count("node_rank") || get("PET_NODE_RANK");
   if (auto v = get("PET_NNODES")) {
+    NodeCount n;
     try {
-      nnodes = parse_nnodes(*v);
+      n = parse_nnodes(*v);
     } catch (const InvalidArgument& e) {
       throw bad("PET_NNODES", *v, e.what());
     }
-    set("nnodes", std::to_string(nnodes));
+    if (!rank_given && n.max > 1) n.range = true;
+    set("nnodes", n.recipe_value(rank_given));
   }
   if (auto v = get("PET_NPROC_PER_NODE")) {
     if (auto n = whole_number(*v, 1, 1 << 16)) {
@@ -115,11 +125,6 @@ PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, con
     const auto r = whole_number(*v, 0, 1 << 20);
     if (!r) throw bad("PET_NODE_RANK", *v, "expected this node's index, 0 or more");
     set("node_rank", std::to_string(*r));
-  } else if (nnodes > 1 && !given.count("node_rank")) {
-    throw bad("PET_NNODES", std::to_string(nnodes),
-              "several nodes but no PET_NODE_RANK (or --node-rank): bagua run's agent needs each node's index, "
-              "which only an elastic rendezvous assigns, and that is not implemented yet. Set PET_NODE_RANK "
-              "(a TrainJob does), or start bagua run as the worker command of torchrun (docs/multi-node.md)");
   }
   std::optional<std::string> addr = get("PET_MASTER_ADDR"), port = get("PET_MASTER_PORT");
   if (auto v = get("PET_RDZV_ENDPOINT")) {

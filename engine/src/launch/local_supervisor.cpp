@@ -269,6 +269,19 @@ class SupervisedRun {
     }
   }
 
+  // The caller's reason to stop (LaunchOptions::stop_when), asked about
+  // once a second while no stop is under way.
+  void ask_caller() {
+    if (!options_.stop_when || stopping_ || !any_running()) return;
+    const auto now = Clock::now();
+    if (now < next_ask_) return;
+    next_ask_ = now + kPollPeriod;
+    if (auto reason = options_.stop_when()) {
+      stopped_for_ = *reason;
+      begin_stop();
+    }
+  }
+
   // The progress watch: a stalled rank or another node's failure stops us.
   void watch() {
     if (!monitor_ || stopping_) return;
@@ -388,6 +401,7 @@ class SupervisedRun {
       handle_signals(relay);
       reap();
       watch();
+      ask_caller();
       Clock::time_point now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) kill_all_groups();
 
@@ -454,6 +468,7 @@ class SupervisedRun {
     r.first_failure = first_failure_;
     r.stall = stall_;
     r.remote_failure = remote_failure_;
+    r.stopped_for = stopped_for_;
     if (options_.nnodes > 1) r.node_rank = options_.node_rank;
     bool all_succeeded = true;
     for (const auto& w : workers_) {
@@ -477,6 +492,8 @@ class SupervisedRun {
   std::string gloo_interface_;  // GLOO_SOCKET_IFNAME for the workers, when chosen here
   bool interrupted_ = false;
   int interrupt_signal_ = 0;
+  std::string stopped_for_;        // LaunchOptions::stop_when's reason, once it gave one
+  Clock::time_point next_ask_{};   // when to ask stop_when again
 };
 
 }  // namespace

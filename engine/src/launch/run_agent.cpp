@@ -5,7 +5,11 @@
 #include <bagua/data.h>
 #include <bagua/errors.h>
 #include <bagua/redis_server.h>
+#include <bagua/system.h>
 #include <bagua/trainer.h>
+
+#include "comm/c10d_compat.h"
+#include "launch/elastic_rendezvous.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -65,10 +69,14 @@ AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, in
 // ---------------------------------------------------------------- output directory
 
 std::optional<std::string> OutputLock::acquire(const fs::path& dir, int node_rank) {
+  return acquire(dir, "node-" + std::to_string(node_rank));
+}
+
+std::optional<std::string> OutputLock::acquire(const fs::path& dir, const std::string& node) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return "cannot create the output directory " + dir.string() + ": " + ec.message();
-  path_ = dir / (".bagua-run-node-" + std::to_string(node_rank) + ".lock");
+  path_ = dir / (".bagua-run-" + node + ".lock");
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT, 0644);  // no O_CLOEXEC: the workers hold it too
   if (fd_ < 0) return "cannot open " + path_.string() + ": " + std::strerror(errno);
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -79,8 +87,7 @@ std::optional<std::string> OutputLock::acquire(const fs::path& dir, int node_ran
            (holder.empty() ? std::string("holder unknown") : holder) +
            "); wait for it to end, stop it, or set output.dir to another directory";
   }
-  char host[256] = "?";
-  ::gethostname(host, sizeof(host) - 1);
+  const std::string host = host_name();
   std::time_t now = std::time(nullptr);
   char when[64];
   std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -94,13 +101,19 @@ std::optional<std::string> OutputLock::acquire(const fs::path& dir, int node_ran
   return std::nullopt;
 }
 
-std::optional<std::string> keep_attempt_logs(const fs::path& log_dir, int attempt) {
+std::optional<std::string> keep_attempt_logs(const fs::path& log_dir, int attempt, const std::vector<int>& ranks) {
   std::error_code ec;
   const fs::path kept = log_dir / ("attempt-" + std::to_string(attempt));
   fs::create_directories(kept, ec);
+  auto mine = [&](const std::string& name) {
+    if (ranks.empty()) return true;
+    return std::any_of(ranks.begin(), ranks.end(),
+                       [&](int r) { return name == "rank-" + std::to_string(r) + ".log"; });
+  };
   for (const auto& entry : fs::directory_iterator(log_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.rfind("rank-", 0) == 0 && entry.path().extension() == ".log") {
+    if (entry.is_regular_file() && name.rfind("rank-", 0) == 0 && entry.path().extension() == ".log" &&
+        mine(name)) {
       fs::rename(entry.path(), kept / name, ec);
     }
   }
@@ -117,7 +130,8 @@ namespace {
 // fresh password; the returned owner stops it when the run ends, and the
 // workers learn where it is and its password from `env`. Listed hosts: each
 // must answer AUTH and PING now (else a user Error naming host:port).
-std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, std::map<std::string, std::string>& env,
+std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, const std::string& node,
+                                           std::map<std::string, std::string>& env,
                                            const std::function<void(const std::string&)>& say) {
   if (!recipe.data.cache) return nullptr;
   const CacheSpec& cache = *recipe.data.cache;
@@ -131,7 +145,7 @@ std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, std::map<std::s
   options.maxmemory = cache.capacity_per_node;
   const auto log_dir = fs::path(recipe.output.dir) / "logs";
   fs::create_directories(log_dir);
-  options.log_path = (log_dir / ("redis-node-" + std::to_string(recipe.distributed.node_rank) + ".log")).string();
+  options.log_path = (log_dir / ("redis-" + node + ".log")).string();
   auto server = std::make_unique<RedisServer>(options);
   const CacheHost host = server->host();
   env[kRedisHostsEnv] = host.host + ":" + std::to_string(host.port);
@@ -140,6 +154,145 @@ std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, std::map<std::s
       std::to_string(host.port) + ", maxmemory " + std::to_string(cache.capacity_per_node) + " bytes; its log: " +
       options.log_path);
   return server;
+}
+
+}  // namespace
+
+namespace {
+
+using Say = std::function<void(const std::string&)>;
+
+// What the agent says when its workers stopped at a step together (a
+// signal here, or a stop that reached them from elsewhere).
+void say_stopped(const Say& say, const LaunchResult& result, const AttemptDecision& decision, int grace_s) {
+  // Workers killed after the grace never wrote the checkpoint of the stop.
+  const bool killed = std::any_of(result.workers.begin(), result.workers.end(), [](const WorkerExit& w) {
+    return w.signaled && w.status == SIGKILL;
+  });
+  const std::string what = decision.exit_code == kExitPreempted ? "preempted" : "interrupted";
+  if (killed) {
+    say(what + ": the workers did not reach a step boundary within distributed.stop_grace_s (" +
+        std::to_string(grace_s) + " s) and were killed; run the same command to resume from the "
+        "newest checkpoint before (exit " + std::to_string(decision.exit_code) + ")");
+  } else {
+    say(what + "; run the same command to resume from the checkpoint just written (exit " +
+        std::to_string(decision.exit_code) + ")");
+  }
+}
+
+// After the first attempt or round: the workers continue from this run's
+// newest checkpoint, whatever checkpoint.resume said (never, or a path).
+void resume_from_newest(const Recipe& recipe, LaunchOptions& opts, bool& added) {
+  if (recipe.checkpoint.resume == "auto" || added) return;
+  opts.command.push_back("--set");
+  opts.command.push_back("checkpoint.resume=auto");
+  added = true;
+}
+
+std::string plural(int64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// An elastic job (distributed.nnodes "MIN:MAX"): rounds of the nodes that
+// are there (launch/elastic_rendezvous.h), each trained by LocalSupervisor
+// until it ends: the job is done, a node asks to join (this node's workers
+// stop at a step boundary with a checkpoint), a node failed or left (the
+// survivors go on from the newest checkpoint), or this node is stopped.
+int run_rounds(const Recipe& recipe, LaunchOptions opts, const Say& say, const std::string& node_name) {
+  const auto& d = recipe.distributed;
+  const std::string endpoint = d.master_addr + ":" + std::to_string(opts.master_port);
+  comm::StorePtr store;
+  try {
+    store = comm::make_tcp_store(d.master_addr, opts.master_port, /*is_server=*/false, 1,
+                                 std::chrono::seconds(d.timeout_s));
+  } catch (const std::exception& e) {
+    say("cannot reach the elastic job's store at " + endpoint + " (distributed.master_addr, master_port) within " +
+        std::to_string(d.timeout_s) + " s (distributed.timeout_s): " + comm::message_of(e));
+    return kExitWorkerFailed;
+  }
+  launch::ElasticOptions eo;
+  eo.min_nodes = d.nnodes;
+  eo.max_nodes = d.nnodes_max;
+  eo.last_call = std::chrono::seconds(d.rdzv_last_call_s);
+  eo.timeout = std::chrono::seconds(d.timeout_s);
+  eo.node_name = node_name;
+  eo.nproc_per_node = d.nproc_per_node;
+  launch::ElasticRendezvous rendezvous(store, eo, say);
+  int failures = 0;
+  bool resume_added = false;
+  bool returning = false;
+  for (int round = 0;;) {
+    launch::RoundMembership m;
+    try {
+      m = rendezvous.join(round, returning);
+    } catch (const launch::JobEnded& e) {
+      say(e.what());
+      return e.succeeded ? kExitOk : kExitWorkerFailed;
+    } catch (const ConfigError& e) {
+      say(e.what());
+      return kExitInvalidInput;
+    } catch (const std::exception& e) {
+      say(comm::message_of(e));
+      return kExitWorkerFailed;
+    }
+    opts.nnodes = m.nnodes;
+    opts.node_rank = m.node_rank;
+    opts.echo_rank = m.nnodes > 1 && m.node_rank != 0 ? -1 : 0;
+    opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(m.round);
+    std::string nodes;
+    for (size_t i = 0; i < m.nodes.size(); ++i) nodes += (i ? ", " : "") + std::to_string(i) + " " + m.nodes[i];
+    say("round " + std::to_string(m.round) + ": " + plural(m.nnodes, "node") + " x " +
+        plural(d.nproc_per_node, "worker") + " = " + plural(m.nnodes * d.nproc_per_node, "worker") + " (nodes " +
+        nodes + "); this node is node " + std::to_string(m.node_rank) +
+        (resume_added || (m.round > 0 && recipe.checkpoint.resume == "auto") ? "; resuming from the newest checkpoint"
+                                                                             : ""));
+    opts.stop_when = [&rendezvous, r = m.round] { return rendezvous.waiting_after(r); };
+    const LaunchResult result = LocalSupervisor(opts).run();
+    const AttemptDecision decision = decide_after_attempt(result, failures, d.max_restarts);
+    using Reason = AttemptDecision::Reason;
+    std::vector<int> ranks;
+    for (const auto& w : result.workers) ranks.push_back(w.rank);
+    if (!result.stopped_for.empty() && !result.interrupted) {
+      // A node asks to join: this node's workers stopped at a step with a checkpoint.
+      say("round " + std::to_string(m.round) + " stopped: " + result.stopped_for);
+    } else {
+      switch (decision.reason) {
+        case Reason::kSucceeded:
+          rendezvous.end(true, "finished in round " + std::to_string(m.round));
+          return decision.exit_code;
+        case Reason::kInterrupted:
+          // This node leaves; the others go on without it.
+          say_stopped(say, result, decision, d.stop_grace_s);
+          return decision.exit_code;
+        case Reason::kStoppedByAgreement:
+          // Another node stopped the round: it leaves, or one joins.
+          say("round " + std::to_string(m.round) + " stopped at a step with a checkpoint (another node asked)");
+          break;
+        case Reason::kWouldFailAgain:
+          say(result.summary());
+          say("not restarting: a restart would fail the same way; logs of every rank are in " + opts.log_dir);
+          rendezvous.end(false, "a worker failed with exit code " + std::to_string(decision.exit_code));
+          return decision.exit_code;
+        case Reason::kRestartsExhausted:
+          say(result.summary());
+          say("round " + std::to_string(m.round) + " failed, and distributed.max_restarts (" +
+              std::to_string(d.max_restarts) + ") rounds after failures have been spent; logs of every rank are in " +
+              opts.log_dir);
+          rendezvous.end(false, "its workers failed after " + std::to_string(d.max_restarts) + " restarts");
+          return decision.exit_code;
+        case Reason::kRestartable:
+          ++failures;
+          say(result.summary());
+          say("round " + std::to_string(m.round) + " failed (" + std::to_string(failures) + " of " +
+              std::to_string(d.max_restarts) + " restarts): the nodes that remain go on from the newest checkpoint");
+          break;
+      }
+    }
+    if (auto problem = keep_attempt_logs(opts.log_dir, m.round, ranks)) say("warning: " + *problem);
+    resume_from_newest(recipe, opts, resume_added);
+    round = m.round + 1;
+    returning = true;
+  }
 }
 
 }  // namespace
@@ -153,12 +306,17 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   static SharedData shared_data;  // lives until exit: the workers outlive this function's scope
   check_data(recipe, &shared_data);
   const auto& d = recipe.distributed;
+  const std::string node_name = host_name();
+  // An elastic job's nodes are named by host (their ranks change from
+  // round to round); a fixed job's by node rank.
+  const std::string node = d.elastic() ? "host-" + node_name : "node-" + std::to_string(d.node_rank);
   // Rank 0 records the SHA-256 of the model and data files (provenance.json)
   // while its peers wait on it; hashed here first, a large data set costs
   // the workers nothing (the digests are cached), and no peer times out.
-  if (d.node_rank == 0) recipe_provenance(recipe);
+  // Any node of an elastic job may hold rank 0.
+  if (d.elastic() || d.node_rank == 0) recipe_provenance(recipe);
   static OutputLock lock;  // held until this process (and its workers) exit
-  if (auto busy = lock.acquire(recipe.output.dir, d.node_rank)) {
+  if (auto busy = lock.acquire(recipe.output.dir, node)) {
     say(*busy);
     return kExitInvalidInput;
   }
@@ -170,12 +328,26 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   opts.master_addr = d.master_addr;
   // One node and no port asked for (recipe or command line): any free
   // port, so two runs on one machine never collide on 29500.
-  opts.master_port = (d.nnodes == 1 && !d.master_port) ? 0 : d.master_port_or_default();
+  opts.master_port = (d.nnodes == 1 && !d.elastic() && !d.master_port) ? 0 : d.master_port_or_default();
   // Node 0 serves the rendezvous store for the whole run, restarts
   // included (workers are its clients): the progress watch reads it even
   // when rank 0 is the worker that stopped, and a port in use fails now.
+  // In an elastic job the agent on master_addr's machine serves it, the
+  // first there to bind the port (the others, and every other node, are
+  // its clients): that node must stay for the job's life.
   static std::unique_ptr<RendezvousServer> store;  // lives until exit: the workers outlive this function's scope
-  if (d.node_rank == 0) {
+  if (d.elastic()) {
+    if (launch::is_local_address(d.master_addr)) {
+      try {
+        store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+        say("elastic job of " + std::to_string(d.nnodes) + " to " + std::to_string(d.nnodes_max) +
+            " nodes: this node serves its store on port " + std::to_string(opts.master_port) +
+            " (the job lasts as long as this node's bagua run)");
+      } catch (const ConfigError&) {
+        // Served by another process here (an agent that came first).
+      }
+    }
+  } else if (d.node_rank == 0) {
     try {
       store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
     } catch (const ConfigError& e) {
@@ -187,7 +359,7 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   opts.extra_env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   // Stopped when this function returns, however the run ends (a signal that
   // kills bagua outright kills it too: PR_SET_PDEATHSIG).
-  std::unique_ptr<RedisServer> cache_server = prepare_cache(recipe, opts.extra_env, say);
+  std::unique_ptr<RedisServer> cache_server = prepare_cache(recipe, node, opts.extra_env, say);
   if (std::string shared = shared_data.env_value(); !shared.empty()) opts.extra_env[kSharedDataEnv] = shared;
   opts.watch_progress = true;
   opts.stall_timeout = std::chrono::seconds(d.timeout_s);
@@ -201,7 +373,9 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // peer that lost its connection to it exits first.
   opts.cause_statuses = {kExitInvalidInput, kExitDiverged};
   opts.extra_env["BAGUA_PROGRESS"] = options.progress_tty ? "tty" : "plain";
+  if (d.elastic()) return run_rounds(recipe, opts, say, node_name);
   if (d.nnodes > 1 && d.node_rank != 0) opts.echo_rank = -1;  // rank 0 lives elsewhere; every local rank shows
+  bool resume_added = false;
   for (int attempt = 0;; ++attempt) {
     opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
     const LaunchResult result = LocalSupervisor(opts).run();
@@ -211,22 +385,9 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
       case Reason::kSucceeded:
         return decision.exit_code;
       case Reason::kStoppedByAgreement:
-      case Reason::kInterrupted: {
-        // Workers killed after the grace never wrote the checkpoint of the stop.
-        const bool killed = std::any_of(result.workers.begin(), result.workers.end(), [](const WorkerExit& w) {
-          return w.signaled && w.status == SIGKILL;
-        });
-        const std::string what = decision.exit_code == kExitPreempted ? "preempted" : "interrupted";
-        if (killed) {
-          say(what + ": the workers did not reach a step boundary within distributed.stop_grace_s (" +
-              std::to_string(d.stop_grace_s) + " s) and were killed; run the same command to resume from the "
-              "newest checkpoint before (exit " + std::to_string(decision.exit_code) + ")");
-        } else {
-          say(what + "; run the same command to resume from the checkpoint just written (exit " +
-              std::to_string(decision.exit_code) + ")");
-        }
+      case Reason::kInterrupted:
+        say_stopped(say, result, decision, d.stop_grace_s);
         return decision.exit_code;
-      }
       case Reason::kWouldFailAgain:
         say(result.summary());
         if (attempt < d.max_restarts) say("not restarting: a restart would fail the same way");
@@ -244,11 +405,7 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
     say("restarting all workers (" + std::to_string(attempt + 1) + " of " + std::to_string(d.max_restarts) +
         ") from the latest checkpoint; the logs of this attempt are in " + opts.log_dir + "/attempt-" +
         std::to_string(attempt));
-    if (recipe.checkpoint.resume != "auto" && attempt == 0) {
-      // never, or a fixed path: a restart continues from this run's newest checkpoint.
-      opts.command.push_back("--set");
-      opts.command.push_back("checkpoint.resume=auto");
-    }
+    resume_from_newest(recipe, opts, resume_added);
   }
 }
 

@@ -274,6 +274,17 @@ struct Checker {
   void check_layout() {
     const json* rank = at("distributed.node_rank");
     const json* nnodes = at("distributed.nnodes");
+    if (nnodes && nnodes->is_string()) {
+      // "MIN:MAX" (the schema checked its form).
+      const std::string text = nnodes->get<std::string>();
+      const auto colon = text.find(':');
+      if (colon != std::string::npos && text.find_first_not_of("0123456789:") == std::string::npos &&
+          colon > 0 && colon + 1 < text.size() && text.size() < 16 &&
+          std::stoll(text.substr(0, colon)) > std::stoll(text.substr(colon + 1))) {
+        error("distributed.nnodes", "expected \"MIN:MAX\" with MIN no larger than MAX, found \"" + text + "\"");
+      }
+      return;
+    }
     if (rank && nnodes && rank->is_number_integer() && nnodes->is_number_integer() &&
         rank->get<int64_t>() >= nnodes->get<int64_t>())
       error("distributed.node_rank", "expected a node rank from 0 to nnodes - 1 = " +

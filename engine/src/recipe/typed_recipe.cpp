@@ -172,7 +172,15 @@ Recipe to_typed_recipe(const json& doc) {
   const json& dist = doc.at("distributed");
   r.distributed.backend = enum_from<Backend>(dist.at("backend").get<std::string>());
   r.distributed.nproc_per_node = dist.at("nproc_per_node").get<int>();
-  r.distributed.nnodes = dist.at("nnodes").get<int>();
+  if (const json& n = dist.at("nnodes"); n.is_string()) {
+    // "MIN:MAX", as the schema's pattern and check_layout() let through.
+    const std::string text = n.get<std::string>();
+    const auto colon = text.find(':');
+    r.distributed.nnodes = std::stoi(text.substr(0, colon));
+    r.distributed.nnodes_max = std::stoi(text.substr(colon + 1));
+  } else {
+    r.distributed.nnodes = n.get<int>();
+  }
   r.distributed.node_rank = dist.at("node_rank").get<int>();
   r.distributed.master_addr = dist.at("master_addr").get<std::string>();
   {
@@ -183,6 +191,7 @@ Recipe to_typed_recipe(const json& doc) {
   r.distributed.stall_warning_s = dist.at("stall_warning_s").get<int>();
   r.distributed.max_restarts = dist.at("max_restarts").get<int>();
   r.distributed.stop_grace_s = dist.at("stop_grace_s").get<int>();
+  r.distributed.rdzv_last_call_s = dist.at("rdzv_last_call_s").get<int>();
 
   const json& t = doc.at("train");
   r.train.epochs = t.at("epochs").get<int64_t>();

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -24,11 +25,6 @@ std::string utc_now() {
   return buf;
 }
 
-std::string host_name() {
-  char host[256] = {0};
-  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "unknown";
-  return host;
-}
 
 // A run started from a run directory (bagua run runs/NAME) loads that
 // directory's recipe.resolved.yaml: the files, --set list and variables
@@ -68,13 +64,17 @@ nlohmann::json gather_provenance(const Recipe& recipe, int rank, int world, cons
   nlohmann::json p = nlohmann::json::parse(text);
   // Host names by rank; the nodes' are their first ranks'.
   nlohmann::json hosts = nlohmann::json::array();
-  const int per_node = std::max(1, world / std::max(1, recipe.distributed.nnodes));
+  // Workers per node: the launcher's LOCAL_WORLD_SIZE (an elastic job's
+  // node count changes from round to round), else the recipe's.
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const int per_node = std::max(1, local && std::atoi(local) > 0 ? std::atoi(local)
+                                                                 : world / std::max(1, recipe.distributed.nnodes));
   for (int r = 0; r < world; ++r) {
     std::string name = rank == r ? host_name() : std::string();
     broadcast_object(name, r, group);
     if (r % per_node == 0) hosts.push_back(name);
   }
-  p["world"] = {{"nodes", recipe.distributed.nnodes}, {"workers", world}, {"hosts", hosts}};
+  p["world"] = {{"nodes", static_cast<int>(hosts.size())}, {"workers", world}, {"hosts", hosts}};
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include "tensorboard_event.pb.h"
 
+#include <bagua/system.h>
 #include <bagua/errors.h>
 
 #include <unistd.h>
@@ -17,11 +18,6 @@ double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string host_name() {
-  char name[256] = "";
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 
 }  // namespace
 

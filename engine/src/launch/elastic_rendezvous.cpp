@@ -1,0 +1,186 @@
+// The rounds of an elastic job (launch/elastic_rendezvous.h).
+#include "launch/elastic_rendezvous.h"
+
+#include "common/unique_fd.h"
+
+#include <nlohmann/json.hpp>
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+namespace bagua::launch {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr const char* kPrefix = "bagua-elastic/";
+
+std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+long whole_seconds(Clock::duration d) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+}
+
+std::string list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+}  // namespace
+
+ElasticRendezvous::ElasticRendezvous(comm::StorePtr store, ElasticOptions options,
+                                     std::function<void(const std::string&)> say)
+    : store_(std::move(store)), options_(std::move(options)), say_(std::move(say)) {}
+
+std::string ElasticRendezvous::key(int round, const std::string& name) const {
+  return std::string(kPrefix) + "round-" + std::to_string(round) + "/" + name;
+}
+
+int64_t ElasticRendezvous::counter(const std::string& k, int64_t add) { return store_->add(k, add); }
+
+std::optional<std::string> ElasticRendezvous::value(const std::string& k) {
+  if (!store_->check({k})) return std::nullopt;
+  const auto v = store_->get(k);
+  return std::string(v.begin(), v.end());
+}
+
+void ElasticRendezvous::check_ended() {
+  if (auto how = value(std::string(kPrefix) + "ended")) {
+    const bool ok = !how->empty() && (*how)[0] == '+';
+    JobEnded e("the job has ended (" + how->substr(1) + ") before this node could join it");
+    e.succeeded = ok;
+    throw e;
+  }
+}
+
+RoundMembership ElasticRendezvous::join(int from, bool returning) {
+  const auto& o = options_;
+  const nlohmann::json me = {{"name", o.node_name}, {"nproc_per_node", o.nproc_per_node}};
+  for (int round = from;; ++round, returning = false) {
+    check_ended();
+    // The previous round's size, when this one follows one that trained:
+    // once all its nodes are back, no one else is on the way.
+    std::optional<int64_t> previous_size;
+    if (round > 0) {
+      if (auto text = value(key(round - 1, "size"))) previous_size = std::stoll(*text);
+    }
+    if (returning) counter(key(round, "returned"), 1);
+    const int64_t place = counter(key(round, "arrived"), 1) - 1;
+    store_->set(key(round, "node-" + std::to_string(place)), bytes(me.dump()));
+    const auto start = Clock::now();
+    auto last_change = start;
+    int64_t seen = -1;
+    bool said_waiting = false;
+    for (;;) {
+      if (auto size_text = value(key(round, "size"))) {
+        const int size = std::stoi(*size_text);
+        if (place >= size) break;  // closed without this node: the next round
+        RoundMembership m;
+        m.round = round;
+        m.node_rank = static_cast<int>(place);
+        m.nnodes = size;
+        std::vector<std::string> other_sizes;
+        for (int i = 0; i < size; ++i) {
+          // Written right after its arrival was counted: may lag a moment.
+          const std::string k = key(round, "node-" + std::to_string(i));
+          store_->wait({k}, o.timeout);
+          const auto node = nlohmann::json::parse(*value(k));
+          m.nodes.push_back(node.value("name", "?"));
+          if (node.value("nproc_per_node", 0) != o.nproc_per_node) {
+            other_sizes.push_back(m.nodes.back() + " runs " + std::to_string(node.value("nproc_per_node", 0)));
+          }
+        }
+        if (!other_sizes.empty()) {
+          throw ConfigError("the nodes of an elastic job must run as many workers each (distributed.nproc_per_node): "
+                            "this node (" + o.node_name + ") runs " + std::to_string(o.nproc_per_node) + ", " +
+                            list(other_sizes));
+        }
+        return m;
+      }
+      check_ended();
+      const int64_t arrived = counter(key(round, "arrived"), 0);
+      const auto now = Clock::now();
+      if (arrived != seen) {
+        seen = arrived;
+        last_change = now;
+      }
+      const bool full = arrived >= o.max_nodes;
+      const bool last_call_over = arrived >= o.min_nodes && now - last_change >= o.last_call;
+      const bool all_back = arrived >= o.min_nodes && previous_size &&
+                            counter(key(round, "returned"), 0) >= *previous_size &&
+                            now - last_change >= std::min<Clock::duration>(o.last_call, std::chrono::seconds(1));
+      if ((full || last_call_over || all_back) && counter(key(round, "closer"), 1) == 1) {
+        // Elected: the size is what has arrived by now, at most MAX; a node
+        // counted after this read waits for the next round.
+        const int64_t size = std::min<int64_t>(counter(key(round, "arrived"), 0), o.max_nodes);
+        store_->set(key(round, "size"), bytes(std::to_string(size)));
+        continue;
+      }
+      if (arrived < o.min_nodes) {
+        if (!said_waiting && now - start >= std::chrono::seconds(2)) {
+          said_waiting = true;
+          say_("round " + std::to_string(round) + ": " + std::to_string(arrived) + " node" +
+               (arrived == 1 ? "" : "s") + " here, waiting for at least " + std::to_string(o.min_nodes) +
+               " (distributed.nnodes) for up to " + std::to_string(whole_seconds(o.timeout)) +
+               " s (distributed.timeout_s)");
+        }
+        if (now - start >= o.timeout) {
+          std::vector<std::string> here;
+          for (int64_t i = 0; i < arrived; ++i) {
+            auto node = value(key(round, "node-" + std::to_string(i)));
+            here.push_back(node ? nlohmann::json::parse(*node).value("name", "?") : "?");
+          }
+          throw Error("round " + std::to_string(round) + " of the elastic job has " + std::to_string(arrived) +
+                      " node" + (arrived == 1 ? "" : "s") + " (" + list(here) + ") after " +
+                      std::to_string(whole_seconds(o.timeout)) + " s, fewer than the " +
+                      std::to_string(o.min_nodes) + " it needs (distributed.nnodes " + std::to_string(o.min_nodes) +
+                      ":" + std::to_string(o.max_nodes) + "); " + std::to_string(o.min_nodes - arrived) +
+                      " more must join at the same master_addr:master_port (distributed.timeout_s bounds the wait)",
+                      true);
+        }
+      }
+      std::this_thread::sleep_for(o.poll);
+    }
+  }
+}
+
+std::optional<std::string> ElasticRendezvous::waiting_after(int round) {
+  try {
+    if (counter(key(round + 1, "arrived"), 0) == 0) return std::nullopt;
+    std::string who = "a node";
+    if (auto node = value(key(round + 1, "node-0"))) who = nlohmann::json::parse(*node).value("name", who);
+    return who + " is waiting in round " + std::to_string(round + 1);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void ElasticRendezvous::end(bool succeeded, const std::string& how) {
+  try {
+    store_->set(std::string(kPrefix) + "ended", bytes((succeeded ? "+" : "-") + how));
+  } catch (const std::exception&) {
+  }
+}
+
+bool is_local_address(const std::string& addr) {
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(addr.c_str(), "0", &hints, &found) != 0) return false;
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, &::freeaddrinfo);
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    // Binding to an address succeeds only where it is this machine's.
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (fd.valid() && ::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace bagua::launch

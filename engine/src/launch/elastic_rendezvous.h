@@ -1,0 +1,94 @@
+// The rounds of an elastic job (distributed.nnodes "MIN:MAX"): how the
+// agents of `bagua run` meet on the store at master_addr:master_port,
+// which of them train together, and when they must meet again.
+//
+// A round is numbered from 0. A node joins round R by adding 1 to its
+// arrival counter: the value it gets back, minus one, is its place in
+// arrival order, which becomes its node rank. The round closes when MAX
+// nodes have arrived, or when at least MIN have and none arrived for
+// distributed.rdzv_last_call_s: the first agent that sees this wins an
+// election (another counter) and writes the round's size. Nodes that
+// arrived within the size train; any later arrival goes on to round R+1
+// and waits there, and the agents training in round R, which watch round
+// R+1's counter, stop their workers at a step boundary with a checkpoint
+// and join R+1 themselves. A failed round's agents join R+1 too. Below
+// MIN nodes a round waits up to distributed.timeout_s and then fails,
+// naming the nodes it has.
+//
+// The keys live under "bagua-elastic/" on the store: they never meet the
+// workers' keys ("attempt-R/", R being the round, as the workers of round
+// R get TORCHELASTIC_RESTART_COUNT=R).
+#pragma once
+
+#include "comm/c10d_compat.h"
+
+#include <bagua/errors.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua::launch {
+
+struct ElasticOptions {
+  int min_nodes = 1, max_nodes = 1;
+  std::chrono::milliseconds last_call{10000};
+  std::chrono::milliseconds timeout{300000};  // below MIN nodes
+  std::string node_name;                      // this node, in messages (its host name)
+  int nproc_per_node = 1;                     // every node of a round must run as many workers
+  std::chrono::milliseconds poll{200};
+};
+
+// A round this node trains in.
+struct RoundMembership {
+  int round = 0;
+  int node_rank = 0;
+  int nnodes = 0;
+  std::vector<std::string> nodes;  // node names by node rank
+};
+
+// The job ended (another agent said so) while this node waited to join.
+struct JobEnded : Error {
+  using Error::Error;
+  bool succeeded = false;
+};
+
+class ElasticRendezvous {
+ public:
+  ElasticRendezvous(comm::StorePtr store, ElasticOptions options, std::function<void(const std::string&)> say);
+
+  // Joins round `from`, or the first open round after it; returns once a
+  // round closed with this node in it. `returning`: this node trained in
+  // round from-1 (once every node of that round is back, and nothing new
+  // arrived for a second, the round closes without waiting out the last
+  // call: only a node that failed is missing from a round's successor).
+  // Throws JobEnded when the job ended meanwhile, ConfigError when the
+  // round's nodes run different numbers of workers, and Error when fewer
+  // than MIN nodes came within the timeout (naming those that did).
+  RoundMembership join(int from, bool returning);
+
+  // Why the round after `round` waits (a node asks to join), or nothing.
+  // Never throws: a store that does not answer is nothing to stop for.
+  std::optional<std::string> waiting_after(int round);
+
+  // Tells nodes still joining that the job is over (they exit with it).
+  void end(bool succeeded, const std::string& how);
+
+ private:
+  std::string key(int round, const std::string& name) const;
+  int64_t counter(const std::string& key, int64_t add);
+  std::optional<std::string> value(const std::string& key);
+  void check_ended();
+
+  comm::StorePtr store_;
+  ElasticOptions options_;
+  std::function<void(const std::string&)> say_;
+};
+
+// True when `addr` (a name or a literal) is an address of this machine:
+// the agent there serves the store when it can.
+bool is_local_address(const std::string& addr);
+
+}  // namespace bagua::launch

@@ -1,0 +1,160 @@
+// The rounds of an elastic job (launch/elastic_rendezvous.h), on a real
+// TCPStore, the agents being threads here.
+#include "launch/elastic_rendezvous.h"
+
+#include "comm/c10d_compat.h"
+
+#include <bagua/launch.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <set>
+#include <thread>
+
+namespace {
+
+using namespace std::chrono_literals;
+using bagua::launch::ElasticOptions;
+using bagua::launch::ElasticRendezvous;
+using bagua::launch::RoundMembership;
+
+class ElasticRounds : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<bagua::RendezvousServer>("127.0.0.1", 0);
+    port_ = server_->port();
+  }
+  // One agent: its own client of the store.
+  std::unique_ptr<ElasticRendezvous> agent(const std::string& name, int min, int max, int nproc = 2,
+                                           std::chrono::milliseconds last_call = 1500ms,
+                                           std::chrono::milliseconds timeout = 20s) {
+    ElasticOptions o;
+    o.min_nodes = min;
+    o.max_nodes = max;
+    o.last_call = last_call;
+    o.timeout = timeout;
+    o.node_name = name;
+    o.nproc_per_node = nproc;
+    o.poll = 20ms;
+    auto client = bagua::comm::make_tcp_store("127.0.0.1", port_, false, 1, 5s);
+    return std::make_unique<ElasticRendezvous>(client, o, [](const std::string&) {});
+  }
+  std::unique_ptr<bagua::RendezvousServer> server_;
+  int port_ = 0;
+};
+
+// MAX nodes close a round at once; ranks follow arrival order; a fourth
+// node, arriving after the round closed, waits in the next one, which the
+// three see, and once they are all back it closes without the last call.
+TEST_F(ElasticRounds, MaxNodesCloseARoundAndALaterNodeWaitsInTheNext) {
+  std::vector<std::unique_ptr<ElasticRendezvous>> agents;
+  for (int i = 0; i < 4; ++i) agents.push_back(agent("n" + std::to_string(i), 2, 3, 2, 30s));
+  std::vector<std::future<RoundMembership>> first;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    first.push_back(std::async(std::launch::async, [&, i] { return agents[i]->join(0, false); }));
+    std::this_thread::sleep_for(100ms);  // arrival order n0, n1, n2
+  }
+  std::set<int> ranks;
+  for (int i = 0; i < 3; ++i) {
+    const RoundMembership m = first[i].get();
+    EXPECT_EQ(m.round, 0);
+    EXPECT_EQ(m.nnodes, 3);
+    EXPECT_EQ(m.node_rank, i) << "ranks in order of arrival";
+    EXPECT_EQ(m.nodes, (std::vector<std::string>{"n0", "n1", "n2"}));
+    ranks.insert(m.node_rank);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "MAX arrived: no last call (30 s) waited out";
+  EXPECT_FALSE(agents[0]->waiting_after(0));
+  auto late = std::async(std::launch::async, [&] { return agents[3]->join(0, false); });
+  std::optional<std::string> waiting;
+  for (int i = 0; i < 200 && !waiting; ++i) {
+    waiting = agents[1]->waiting_after(0);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(waiting);
+  EXPECT_EQ(*waiting, "n3 is waiting in round 1");
+  // The three come back (as after a stop for the join): round 1 has 4 > MAX
+  // arrivals; 3 train, in arrival order, and the last to come waits on.
+  std::vector<std::future<RoundMembership>> second;
+  for (int i = 0; i < 3; ++i) {
+    second.push_back(std::async(std::launch::async, [&, i] { return agents[i]->join(1, true); }));
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(late.wait_for(10s), std::future_status::ready);
+  const RoundMembership m3 = late.get();
+  EXPECT_EQ(m3.round, 1);
+  EXPECT_EQ(m3.nnodes, 3);
+  EXPECT_EQ(m3.node_rank, 0) << "n3 arrived first in round 1";
+  const RoundMembership m0 = second[0].get(), m1 = second[1].get();
+  EXPECT_EQ(m0.round, 1);
+  EXPECT_EQ(m0.node_rank, 1);
+  EXPECT_EQ(m1.node_rank, 2);
+  // n2 came fourth: it waits in round 2 until the job ends.
+  EXPECT_EQ(second[2].wait_for(300ms), std::future_status::timeout);
+  agents[0]->end(true, "finished in round 1");
+  EXPECT_THROW(second[2].get(), bagua::launch::JobEnded);
+}
+
+// At least MIN nodes close a round once no one arrived for the last call;
+// a round whose previous round's nodes are all back closes at once.
+TEST_F(ElasticRounds, MinNodesCloseAfterTheLastCallAndReturningNodesAtOnce) {
+  auto a = agent("a", 2, 3, 2, 1500ms), b = agent("b", 2, 3, 2, 1500ms);
+  const auto start = std::chrono::steady_clock::now();
+  auto fa = std::async(std::launch::async, [&] { return a->join(0, false); });
+  auto fb = std::async(std::launch::async, [&] { return b->join(0, false); });
+  const RoundMembership ma = fa.get(), mb = fb.get();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ma.nnodes, 2);
+  EXPECT_EQ(ma.node_rank + mb.node_rank, 1);
+  EXPECT_GE(waited, 1400ms) << "the last call was waited out";
+  // Both come back: round 1 closes within about a second, not the last call.
+  auto a2 = agent("a", 2, 3, 2, 30s), b2 = agent("b", 2, 3, 2, 30s);
+  const auto again = std::chrono::steady_clock::now();
+  auto ga = std::async(std::launch::async, [&] { return a2->join(1, true); });
+  auto gb = std::async(std::launch::async, [&] { return b2->join(1, true); });
+  EXPECT_EQ(ga.get().nnodes, 2);
+  EXPECT_EQ(gb.get().round, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - again, 10s);
+}
+
+// Below MIN the round fails after the timeout naming who came; nodes with
+// different worker counts are refused; a node that comes after the job
+// ended is told so.
+TEST_F(ElasticRounds, BelowMinTimesOutNamingTheNodesMismatchedWorkersAndEndedJobsAreSaid) {
+  auto lone = agent("lone", 2, 2, 2, 100ms, 1s);
+  try {
+    lone->join(0, false);
+    ADD_FAILURE() << "joined alone";
+  } catch (const bagua::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("round 0 of the elastic job has 1 node (lone) after 1 s, fewer than the 2 it "
+                                         "needs (distributed.nnodes 2:2); 1 more must join"),
+              std::string::npos)
+        << e.what();
+  }
+  auto two = agent("two", 2, 2, 2), four = agent("four", 2, 2, 4);
+  auto f2 = std::async(std::launch::async, [&] { return two->join(1, false); });
+  auto f4 = std::async(std::launch::async, [&] { return four->join(1, false); });
+  for (auto* f : {&f2, &f4}) {
+    try {
+      f->get();
+      ADD_FAILURE() << "nodes of different sizes trained together";
+    } catch (const bagua::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("must run as many workers each"), std::string::npos) << e.what();
+    }
+  }
+  two->end(true, "finished in round 1");
+  auto after = agent("after", 1, 2);
+  try {
+    after->join(0, false);
+    ADD_FAILURE() << "joined an ended job";
+  } catch (const bagua::launch::JobEnded& e) {
+    EXPECT_TRUE(e.succeeded);
+    EXPECT_NE(std::string(e.what()).find("the job has ended (finished in round 1)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
