@@ -35,6 +35,7 @@ struct RunFlags {
   std::optional<int> nproc_per_node, node_rank, master_port;
   std::optional<std::string> nnodes;  // N, or MIN:MAX (an elastic job)
   std::optional<std::string> master_addr;
+  std::optional<std::string> rdzv_endpoint;  // HOST:PORT: master_addr and master_port
   bool trace = false;
 };
 
@@ -77,6 +78,10 @@ const CommandRegistration kRun{
       sub.add_option("--master-addr", f->master_addr, "Rendezvous host, node 0 (distributed.master_addr)");
       sub.add_option("--master-port", f->master_port,
                      "Rendezvous port (distributed.master_port); on one node a free port unless one is given here or in the recipe");
+      sub.add_option("--rdzv-endpoint", f->rdzv_endpoint,
+                     "The rendezvous store's HOST:PORT, the same as --master-addr HOST --master-port PORT; for an "
+                     "elastic job whose store is served by `bagua store` on a machine of its own")
+          ->type_name("HOST:PORT");
       sub.add_flag("--trace", f->trace,
                    "Write a per-step trace of each rank (OUTPUT/trace/rank-N.json, for Perfetto or chrome://tracing); "
                    "same as --set output.trace=true");
@@ -101,9 +106,26 @@ const CommandRegistration kRun{
           "  bagua run runs/fashion-mnist-mlp   # resume (or re-run) exactly what that run recorded\n"
           "  # two machines; on each, with its own --node-rank (the workers' Gloo binds to the\n"
           "  # interface that routes to --master-addr; GLOO_SOCKET_IFNAME overrides; docs/multi-node.md):\n"
-          "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n");
+          "  bagua run recipe.yaml --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500\n"
+          "  # an elastic job of 2 to 4 machines (the same on each; ranks by arrival):\n"
+          "  bagua run recipe.yaml --nnodes 2:4 --master-addr 10.0.0.1 --master-port 29500\n");
       return [f]() -> int {
         if (f->trace) f->overrides.push_back("output.trace=true");  // the workers get it too
+        if (f->rdzv_endpoint) {
+          if (f->master_addr || f->master_port) {
+            std::cerr << "bagua run: --rdzv-endpoint names the master address and port: give it, or "
+                         "--master-addr and --master-port, not both\n";
+            return kExitInvalidInput;
+          }
+          try {
+            const Endpoint e = parse_endpoint(*f->rdzv_endpoint, /*port_required=*/true);
+            f->master_addr = e.host;
+            f->master_port = e.port;
+          } catch (const InvalidArgument& e) {
+            std::cerr << "bagua run: --rdzv-endpoint " << *f->rdzv_endpoint << ": " << e.what() << "\n";
+            return kExitInvalidInput;
+          }
+        }
         const StartedAs started = started_as();
         std::vector<std::string> overrides;
         if (started == StartedAs::kAgent) {

@@ -13,11 +13,12 @@ struct RuntimeCommand {
   const char* description;
 };
 
-inline constexpr std::array<RuntimeCommand, 4> kRuntimeCommands = {{
+inline constexpr std::array<RuntimeCommand, 5> kRuntimeCommands = {{
     {"run", "Train from a recipe: launch the workers, or be one"},
     {"launch", "Run a command as the workers of this node (like torchrun)"},
     {"plan", "Predict a run: buckets, bytes sent per step for every algorithm, memory, steps"},
     {"bench", "Measure each algorithm's speed on this model and this network"},
+    {"store", "Serve an elastic job's rendezvous store from a machine that may run no workers"},
 }};
 
 // The description of runtime command `name` (one of the above).

@@ -44,7 +44,7 @@ bool has(const std::string& text, const std::string& what) { return text.find(wh
 TEST(Cli, HelpListsEveryCommand) {
   const Outcome o = bagua("--help");
   EXPECT_EQ(o.exit_code, bagua::kExitOk) << o.output;
-  for (const char* command : {"run", "validate", "schema", "plan", "bench", "report", "launch"}) {
+  for (const char* command : {"run", "validate", "schema", "plan", "bench", "report", "launch", "store"}) {
     EXPECT_TRUE(has(o.output, command)) << command << " missing from:\n" << o.output;
   }
 }

@@ -452,15 +452,17 @@ PodCommand elastic_pod_command(const fs::path& manifest) {
 //     with the operator's PET_* variables (torchrun is Debian's, through
 //     the wrapper; `bagua` this build);
 //   - kBaguaAgents: bagua run's own agent on each node ("node-K"),
-//     --nnodes 2:3 at node 0's address, a last call of 3 s.
+//     --nnodes 2:3 at node 0's address, a last call of 3 s;
+//   - kBaguaAgentsAndAStore: the same with the store served by `bagua
+//     store` on a fourth machine (start_store()), --rdzv-endpoint there.
 class ElasticExample {
  public:
-  enum class Engine { kTorchrunPods, kBaguaAgents };
+  enum class Engine { kTorchrunPods, kBaguaAgents, kBaguaAgentsAndAStore };
   static constexpr int kLastCallSeconds = 3;
   // `images` and `labels`: IDX files of 960 samples.
   ElasticExample(const fs::path& dir, const fs::path& images, const fs::path& labels,
                  Engine engine = Engine::kTorchrunPods)
-      : dir_(dir), pods_(3), engine_(engine) {
+      : dir_(dir), pods_(engine == Engine::kBaguaAgentsAndAStore ? 4 : 3), engine_(engine) {
     const fs::path recipe = dir_ / "elastic.yaml";
     std::ofstream(recipe) << "name: elastic\n"
                           << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
@@ -473,11 +475,14 @@ class ElasticExample {
                           << "checkpoint: {every_steps: 4, keep: 2}\n"
                           << "output: {dir: " << out().string() << "}\n";
     env_ = "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples().string();
-    if (engine_ == Engine::kBaguaAgents) {
+    if (engine_ != Engine::kTorchrunPods) {
       pods_.name_every_node();
-      command_ = std::string(BAGUA_CLI) + " run " + recipe.string() + " --nnodes 2:3 --nproc-per-node 2 --master-addr " +
-                 NamespaceNodes::address(0) + " --master-port 29500 --set distributed.rdzv_last_call_s=" +
-                 std::to_string(kLastCallSeconds) + " --set distributed.max_restarts=2";
+      const std::string store = engine_ == Engine::kBaguaAgents
+                                    ? "--master-addr " + NamespaceNodes::address(0) + " --master-port 29500"
+                                    : "--rdzv-endpoint " + NamespaceNodes::address(3) + ":29400";
+      command_ = std::string(BAGUA_CLI) + " run " + recipe.string() + " --nnodes 2:3 --nproc-per-node 2 " + store +
+                 " --set distributed.rdzv_last_call_s=" + std::to_string(kLastCallSeconds) +
+                 " --set distributed.max_restarts=2";
       return;
     }
     const PodCommand pod = elastic_pod_command(kSource + "/examples/k8s/elastic-pytorchjob.yaml");
@@ -495,7 +500,12 @@ class ElasticExample {
   std::unique_ptr<Node> start(int pod) {
     return std::make_unique<Node>(pods_.name(pod), command_, dir_ / ("elastic-pod" + std::to_string(pod) + ".out"),
                                   env_, 0,
-                                  engine_ == Engine::kBaguaAgents ? NamespaceNodes::host_name(pod) : pod_name(pod));
+                                  engine_ == Engine::kTorchrunPods ? pod_name(pod) : NamespaceNodes::host_name(pod));
+  }
+  // kBaguaAgentsAndAStore: `bagua store` on the fourth machine.
+  std::unique_ptr<Node> start_store() {
+    return std::make_unique<Node>(pods_.name(3), std::string(BAGUA_CLI) + " store --port 29400", dir_ / "store.out",
+                                  "", 0, NamespaceNodes::host_name(3));
   }
   void kill(int pod) { pods_.kill_node(pod); }
   fs::path out() const { return dir_ / "elastic"; }
@@ -695,6 +705,46 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentGrowsWhenANodeJoins) {
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({4, 6})) << changes[0];
   job.expect_every_sample_at_most_twice_in_the_padding(all);
+}
+
+// The store on a machine of its own (`bagua store`, --rdzv-endpoint): the
+// job survives the loss of the node that held rank 0 (node 0 of round 0,
+// the first to arrive), and the store stops by itself once the job ended.
+TEST_F(MultiNodeTest, AnElasticJobWithAStoreOfItsOwnSurvivesLosingNodeZero) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx",
+                     ElasticExample::Engine::kBaguaAgentsAndAStore);
+  std::unique_ptr<Node> store = job.start_store();
+  for (int i = 0; i < 400 && store->output().find("serving") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::unique_ptr<Node> agents[3];
+  for (int node = 0; node < 3; ++node) agents[node] = job.start(node);
+  ASSERT_TRUE(job.wait_for_step(26)) << agents[0]->output();
+  int first = -1;  // the machine that is node 0 of round 0
+  for (int node = 0; node < 3; ++node) {
+    if (agents[node]->output().find("this node is node 0") != std::string::npos) first = node;
+  }
+  ASSERT_GE(first, 0) << agents[0]->output();
+  job.kill(first);
+  std::string all;
+  for (int node = 0; node < 3; ++node) {
+    if (node == first) continue;
+    const int code = agents[node]->wait(std::chrono::seconds(240));
+    all += "\n---- node " + std::to_string(node) + ":\n" + agents[node]->output();
+    EXPECT_EQ(code, 0) << agents[node]->output();
+  }
+  EXPECT_EQ(store->wait(std::chrono::seconds(30)), 0) << store->output();
+  all += "\n---- store:\n" + store->output();
+  EXPECT_NE(all.find("round 1: 2 nodes x 2 workers = 4 workers"), std::string::npos) << all;
+  EXPECT_EQ(all.find("serves its store"), std::string::npos) << "no agent serves it\n" << all;
+  EXPECT_NE(all.find("the elastic job has ended; the store stops"), std::string::npos) << all;
+  EXPECT_TRUE(fs::exists(job.out() / "model.pt")) << all;
+  const auto changes = job.resizes();
+  ASSERT_EQ(changes.size(), 1u) << all;
+  EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
+  job.expect_every_sample_once(all);
 }
 
 }  // namespace

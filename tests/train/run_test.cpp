@@ -290,7 +290,13 @@ TEST_F(RunTest, AnElasticJobTrainsWithMinNodesAndBelowMinNamesWhatIsMissing) {
     EXPECT_EQ(refused.exit_code, 2) << refused.output;
     EXPECT_NE(refused.output.find("--nnodes " + bad + ": expected"), std::string::npos) << refused.output;
   }
-  RunOutcome one = bagua_run(recipe + " --nnodes 1:2 --master-port " + port +
+  for (const std::string& flags : {std::string("--rdzv-endpoint 127.0.0.1"),
+                                   "--rdzv-endpoint 127.0.0.1:" + port + " --master-port " + port}) {
+    RunOutcome refused = bagua_run(recipe + " --nnodes 2:3 " + flags);
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("--rdzv-endpoint"), std::string::npos) << refused.output;
+  }
+  RunOutcome one = bagua_run(recipe + " --nnodes 1:2 --rdzv-endpoint 127.0.0.1:" + port +
                              " --set train.max_steps=2 --set distributed.rdzv_last_call_s=1");
   EXPECT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("round 0: 1 node x 2 workers = 2 workers"), std::string::npos) << one.output;

@@ -84,6 +84,15 @@ struct NodeCount {
 };
 NodeCount parse_nnodes(const std::string& text);
 
+// A rendezvous endpoint as `--rdzv-endpoint` and PET_RDZV_ENDPOINT give
+// it: HOST:PORT or [IPv6]:PORT, or HOST alone unless `port_required`.
+// Throws InvalidArgument ("expected HOST:PORT ...") otherwise.
+struct Endpoint {
+  std::string host;
+  std::optional<int> port;
+};
+Endpoint parse_endpoint(const std::string& text, bool port_required);
+
 // Sets torchrun's variables from Slurm's (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK), and MASTER_ADDR/MASTER_PORT from the
 // recipe when they are not set.
@@ -147,6 +156,14 @@ struct RunAgentOptions {
   // Where the agent's own lines go (default: stderr, "bagua run: " first).
   std::function<void(const std::string&)> say;
 };
+
+// `bagua store`: serves an elastic job's rendezvous store (c10d's TCPStore)
+// on `port` of every interface, from a machine that need not run workers,
+// so that the job survives the loss of any of its nodes. Returns 0 a few
+// seconds after the job using it has ended (its agents said so in the
+// store), or on SIGINT or SIGTERM; kExitInvalidInput when the port cannot
+// be served.
+int serve_elastic_store(int port, const std::function<void(const std::string&)>& say);
 
 // Runs the recipe's workers of this node to the end; returns the exit code.
 // Throws bagua::Error for what stops it before any worker starts (a recipe

@@ -60,6 +60,29 @@ std::optional<long long> whole_number(const std::string& text, long long lo, lon
 }
 }  // namespace
 
+Endpoint parse_endpoint(const std::string& text, bool port_required) {
+  // HOST:PORT, [IPv6]:PORT, or (unless required) HOST alone.
+  std::string host = text, p;
+  if (!host.empty() && host.front() == '[') {
+    const auto close = host.find(']');
+    if (close == std::string::npos) throw InvalidArgument("expected HOST:PORT");
+    p = close + 1 < host.size() && host[close + 1] == ':' ? host.substr(close + 2) : "";
+    host = host.substr(1, close - 1);
+  } else if (const auto colon = host.rfind(':'); colon != std::string::npos) {
+    p = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  if (host.empty() || (port_required && p.empty())) throw InvalidArgument("expected HOST:PORT");
+  Endpoint e;
+  e.host = host;
+  if (!p.empty()) {
+    const auto n = whole_number(p, 1, 65535);
+    if (!n) throw InvalidArgument("expected HOST:PORT with a port 1-65535");
+    e.port = static_cast<int>(*n);
+  }
+  return e;
+}
+
 NodeCount parse_nnodes(const std::string& text) {
   const auto colon = text.find(':');
   const std::string lo = text.substr(0, colon), hi = colon == std::string::npos ? lo : text.substr(colon + 1);
@@ -128,20 +151,14 @@ PetDefaults pet_defaults(const std::function<const char*(const char*)>& env, con
   }
   std::optional<std::string> addr = get("PET_MASTER_ADDR"), port = get("PET_MASTER_PORT");
   if (auto v = get("PET_RDZV_ENDPOINT")) {
-    // HOST:PORT, [IPv6]:PORT, or HOST alone.
-    std::string host = *v, p;
-    if (!host.empty() && host.front() == '[') {
-      const auto close = host.find(']');
-      if (close == std::string::npos) throw bad("PET_RDZV_ENDPOINT", *v, "expected HOST:PORT");
-      p = close + 1 < host.size() && host[close + 1] == ':' ? host.substr(close + 2) : "";
-      host = host.substr(1, close - 1);
-    } else if (const auto colon = host.rfind(':'); colon != std::string::npos) {
-      p = host.substr(colon + 1);
-      host = host.substr(0, colon);
+    Endpoint e;
+    try {
+      e = parse_endpoint(*v, /*port_required=*/false);
+    } catch (const InvalidArgument& error) {
+      throw bad("PET_RDZV_ENDPOINT", *v, error.what());
     }
-    if (host.empty()) throw bad("PET_RDZV_ENDPOINT", *v, "expected HOST:PORT");
-    if (!addr && !given.count("master_addr")) addr = host;
-    if (!port && !p.empty() && !given.count("master_port")) port = p;
+    if (!addr && !given.count("master_addr")) addr = e.host;
+    if (!port && e.port && !given.count("master_port")) port = std::to_string(*e.port);
   }
   if (addr) set("master_addr", nlohmann::json(*addr).dump());
   if (port) {

@@ -167,6 +167,14 @@ void ElasticRendezvous::end(bool succeeded, const std::string& how) {
   }
 }
 
+bool elastic_job_ended(const comm::StorePtr& store) {
+  try {
+    return store->check({std::string(kPrefix) + "ended"});
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 bool is_local_address(const std::string& addr) {
   addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));

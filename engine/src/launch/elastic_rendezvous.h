@@ -87,6 +87,10 @@ class ElasticRendezvous {
   std::function<void(const std::string&)> say_;
 };
 
+// True once an elastic job on `store` has ended (ElasticRendezvous::end);
+// false too when the store does not answer.
+bool elastic_job_ended(const comm::StorePtr& store);
+
 // True when `addr` (a name or a literal) is an address of this machine:
 // the agent there serves the store when it can.
 bool is_local_address(const std::string& addr);

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 namespace bagua {
 
@@ -296,6 +297,44 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, const Say& say, const s
 }
 
 }  // namespace
+
+int serve_elastic_store(int port, const Say& say) {
+  std::unique_ptr<RendezvousServer> server;
+  try {
+    server = std::make_unique<RendezvousServer>("127.0.0.1", port);
+  } catch (const ConfigError& e) {
+    say(e.what());
+    return kExitInvalidInput;
+  }
+  comm::StorePtr client = comm::make_tcp_store("127.0.0.1", server->port(), false, 1, std::chrono::seconds(10));
+  // SIGINT and SIGTERM are waited for, not handled: one second at a time,
+  // between looks at the store.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigset_t before;
+  pthread_sigmask(SIG_BLOCK, &stop, &before);
+  say("serving the rendezvous store of an elastic job on port " + std::to_string(server->port()) +
+      " (every interface); start each node's bagua run with --rdzv-endpoint THIS_HOST:" +
+      std::to_string(server->port()) + ". It stops when the job ends, or on Ctrl-C");
+  const timespec second{1, 0};
+  for (;;) {
+    siginfo_t info;
+    if (sigtimedwait(&stop, &info, &second) > 0) {
+      say(std::string("stopped by ") + signal_name(info.si_signo));
+      break;
+    }
+    if (launch::elastic_job_ended(client)) {
+      // Late joiners read "ended" from it for a little longer.
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      say("the elastic job has ended; the store stops");
+      break;
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return kExitOk;
+}
 
 int run_agent(const Recipe& recipe, RunAgentOptions options) {
   if (!options.say) options.say = [](const std::string& line) { std::cerr << "bagua run: " << line << "\n"; };
