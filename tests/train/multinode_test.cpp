@@ -454,16 +454,22 @@ PodCommand elastic_pod_command(const fs::path& manifest) {
 //   - kBaguaAgents: bagua run's own agent on each node ("node-K"),
 //     --nnodes 2:3 at node 0's address, a last call of 3 s;
 //   - kBaguaAgentsAndAStore: the same with the store served by `bagua
-//     store` on a fourth machine (start_store()), --rdzv-endpoint there.
+//     store` on a fourth machine (start_store()), --rdzv-endpoint there;
+//   - kIndexedJobManifest: examples/k8s/elastic-indexed-job.yaml's
+//     containers as Kubernetes starts them (the Job's pods, each with its
+//     index, and the store's pod), named as Kubernetes names them, with a
+//     last call of 3 s added.
 class ElasticExample {
  public:
-  enum class Engine { kTorchrunPods, kBaguaAgents, kBaguaAgentsAndAStore };
+  enum class Engine { kTorchrunPods, kBaguaAgents, kBaguaAgentsAndAStore, kIndexedJobManifest };
   static constexpr int kLastCallSeconds = 3;
   // `images` and `labels`: IDX files of 960 samples.
   ElasticExample(const fs::path& dir, const fs::path& images, const fs::path& labels,
                  Engine engine = Engine::kTorchrunPods)
-      : dir_(dir), pods_(engine == Engine::kBaguaAgentsAndAStore ? 4 : 3), engine_(engine) {
-    const fs::path recipe = dir_ / "elastic.yaml";
+      : dir_(dir),
+        pods_(engine == Engine::kBaguaAgentsAndAStore || engine == Engine::kIndexedJobManifest ? 4 : 3),
+        engine_(engine) {
+    const fs::path recipe = recipe_ = dir_ / "elastic.yaml";
     std::ofstream(recipe) << "name: elastic\n"
                           << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"
                           << "data:\n"
@@ -475,6 +481,10 @@ class ElasticExample {
                           << "checkpoint: {every_steps: 4, keep: 2}\n"
                           << "output: {dir: " << out().string() << "}\n";
     env_ = "OMP_NUM_THREADS=1 BAGUA_RECORD_SAMPLES=" + samples().string();
+    if (engine_ == Engine::kIndexedJobManifest) {
+      pods_.name_every_node(manifest_pod_name);
+      return;
+    }
     if (engine_ != Engine::kTorchrunPods) {
       pods_.name_every_node();
       const std::string store = engine_ == Engine::kBaguaAgents
@@ -497,15 +507,47 @@ class ElasticExample {
     }
   }
   static std::string pod_name(int pod) { return "bagua-elastic-worker-" + std::to_string(pod); }
+  // The Job's pod K is bagua-elastic-K; the store's pod, on the fourth machine, bagua-elastic-store.
+  static std::string manifest_pod_name(int pod) {
+    return pod == 3 ? "bagua-elastic-store" : "bagua-elastic-" + std::to_string(pod);
+  }
+  static fs::path manifest() { return kSource + "/examples/k8s/elastic-indexed-job.yaml"; }
+  // A pod starts (again, for a replacement: its output goes to a new file).
   std::unique_ptr<Node> start(int pod) {
-    return std::make_unique<Node>(pods_.name(pod), command_, dir_ / ("elastic-pod" + std::to_string(pod) + ".out"),
-                                  env_, 0,
+    const fs::path output = dir_ / ("elastic-pod" + std::to_string(pod) + "-" + std::to_string(started_++) + ".out");
+    if (engine_ == Engine::kIndexedJobManifest) {
+      const PodCommand k8s = pod_command(manifest(), pod);
+      EXPECT_EQ(k8s.env.count("RANK"), 0u);
+      std::string line, env = env_;
+      for (const std::string& word : k8s.argv) {
+        line += word == "bagua" ? std::string(BAGUA_CLI) : word == "/config/recipe.yaml" ? recipe_.string() : word;
+        line += " ";
+      }
+      line += "--set distributed.rdzv_last_call_s=" + std::to_string(kLastCallSeconds);
+      for (const auto& [name, value] : k8s.env) env += " " + name + "='" + value + "'";
+      return std::make_unique<Node>(pods_.name(pod), line, output, env, 0, manifest_pod_name(pod));
+    }
+    return std::make_unique<Node>(pods_.name(pod), command_, output, env_, 0,
                                   engine_ == Engine::kTorchrunPods ? pod_name(pod) : NamespaceNodes::host_name(pod));
   }
-  // kBaguaAgentsAndAStore: `bagua store` on the fourth machine.
+  // `bagua store` on the fourth machine (the manifest's store pod's command).
   std::unique_ptr<Node> start_store() {
-    return std::make_unique<Node>(pods_.name(3), std::string(BAGUA_CLI) + " store --port 29400", dir_ / "store.out",
-                                  "", 0, NamespaceNodes::host_name(3));
+    std::string line = std::string(BAGUA_CLI) + " store --port 29400";
+    if (engine_ == Engine::kIndexedJobManifest) {
+      line.clear();
+      for (const YAML::Node& doc : YAML::LoadAllFromFile(manifest().string())) {
+        if (doc["kind"].as<std::string>() != "Pod") continue;
+        for (const YAML::Node& word : doc["spec"]["containers"][0]["command"]) {
+          line += (word.as<std::string>() == "bagua" ? std::string(BAGUA_CLI) : word.as<std::string>()) + " ";
+        }
+      }
+      EXPECT_FALSE(line.empty()) << "no store Pod in " << manifest();
+    }
+    auto store = std::make_unique<Node>(pods_.name(3), line, dir_ / "store.out", "", 0, manifest_pod_name(3));
+    for (int i = 0; i < 400 && store->output().find("serving") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return store;
   }
   void kill(int pod) { pods_.kill_node(pod); }
   fs::path out() const { return dir_ / "elastic"; }
@@ -564,7 +606,9 @@ class ElasticExample {
   fs::path dir_;
   NamespaceNodes pods_;
   Engine engine_;
+  fs::path recipe_;
   std::string command_, env_;
+  int started_ = 0;
 };
 
 // The elastic example is the test of torchrun as the elastic engine. Pod 2
@@ -716,9 +760,6 @@ TEST_F(MultiNodeTest, AnElasticJobWithAStoreOfItsOwnSurvivesLosingNodeZero) {
   ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx",
                      ElasticExample::Engine::kBaguaAgentsAndAStore);
   std::unique_ptr<Node> store = job.start_store();
-  for (int i = 0; i < 400 && store->output().find("serving") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
   std::unique_ptr<Node> agents[3];
   for (int node = 0; node < 3; ++node) agents[node] = job.start(node);
   ASSERT_TRUE(job.wait_for_step(26)) << agents[0]->output();
@@ -745,6 +786,46 @@ TEST_F(MultiNodeTest, AnElasticJobWithAStoreOfItsOwnSurvivesLosingNodeZero) {
   ASSERT_EQ(changes.size(), 1u) << all;
   EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
   job.expect_every_sample_once(all);
+}
+
+// examples/k8s/elastic-indexed-job.yaml as Kubernetes runs it: the store's
+// pod and the Job's three pods (their command, arguments and environment
+// resolved as Kubernetes would). Pod 1 is lost mid-epoch: the other two go
+// on at 4 workers; then the Job controller's replacement for index 1
+// starts, joins, and the job grows back to 6 workers from a checkpoint
+// written at that step. All three pods (the replacement included) and the
+// store end with 0; over each epoch every sample is trained on, and only
+// the padding of the epoch it grew in twice.
+TEST_F(MultiNodeTest, TheElasticIndexedJobExampleLosesAPodAndGrowsBackWhenItIsReplaced) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kIndexedJobManifest);
+  std::unique_ptr<Node> store = job.start_store();
+  std::unique_ptr<Node> pods[3];
+  for (int pod = 0; pod < 3; ++pod) pods[pod] = job.start(pod);
+  ASSERT_TRUE(job.wait_for_step(26)) << pods[0]->output();
+  job.kill(1);
+  for (int i = 0; i < 1200 && job.resizes().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(job.resizes().size(), 1u) << pods[0]->output();
+  pods[1] = job.start(1);  // the Job controller's replacement
+  std::string all;
+  int codes[3];
+  for (int pod = 0; pod < 3; ++pod) {
+    codes[pod] = pods[pod]->wait(std::chrono::seconds(240));
+    all += "\n---- pod " + std::to_string(pod) + ":\n" + pods[pod]->output();
+  }
+  EXPECT_EQ(store->wait(std::chrono::seconds(30)), 0) << store->output();
+  all += "\n---- store:\n" + store->output();
+  for (int pod = 0; pod < 3; ++pod) ASSERT_EQ(codes[pod], 0) << all;
+  EXPECT_NE(all.find("bagua-elastic-1 is waiting in round 2"), std::string::npos) << all;
+  EXPECT_NE(all.find("round 2: 3 nodes x 2 workers = 6 workers"), std::string::npos) << all;
+  EXPECT_TRUE(fs::exists(job.out() / "model.pt")) << all;
+  const auto changes = job.resizes();
+  ASSERT_EQ(changes.size(), 2u) << all;
+  EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
+  EXPECT_EQ(changes[1]["resized"]["world_size"], nlohmann::json::array({4, 6})) << changes[1];
+  EXPECT_EQ(changes[1].value("restart", 0), 2) << "round 2" << changes[1];
+  job.expect_every_sample_at_most_twice_in_the_padding(all);
 }
 
 }  // namespace
