@@ -260,6 +260,29 @@ TEST_P(FailureMatrix, EndsAsTheTableSays) {
     EXPECT_TRUE(fs::exists(out_ / "checkpoints" / "step-00000016" / "meta.json")) << r.output;
     expect_checkpoints_whole(r.output);
     expect_clean_resume(8);
+  } else if (failure_ == "resize_resume") {
+    // A resume at another world size where the features meet: the dataset
+    // cache (a spawned redis-server, a new one for the resumed run), a
+    // fused optimizer (not with qadam's), bucket_size auto (where the
+    // algorithm keeps no per-bucket state). 2 workers to step 12, then 3
+    // to step 20: resized and finished, with nothing to warn about.
+    std::string recipe = recipe_ + " --set 'data.cache={dataset_name: cell}'";
+    if (algorithm_ != "qadam") recipe += " --set 'optimizers=[{type: sgd, lr: 0.05, momentum: 0.9, fused: true}]'";
+    if (!keeps_bucket_state(algorithm_)) recipe += " --set algorithm.bucket_size=auto";
+    RunOutcome first = bagua_run(recipe + " --set train.max_steps=12");
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const fs::path from = newest_checkpoint();
+    ASSERT_FALSE(from.empty()) << first.output;
+    RunOutcome grown = bagua_run(recipe + " --set train.max_steps=20 --nproc-per-node 3");
+    EXPECT_EQ(grown.exit_code, 0) << grown.output;
+    EXPECT_TRUE(contains(grown.output, "resumed from " + from.string())) << grown.output;
+    EXPECT_TRUE(contains(grown.output, "resized: 2 workers -> 3")) << grown.output;
+    EXPECT_TRUE(contains(grown.output, "done: 20 steps")) << grown.output;
+    EXPECT_FALSE(contains(grown.output, "WARNING")) << grown.output;
+    EXPECT_TRUE(contains(grown.output, "data.cache: started redis-server")) << grown.output;
+    EXPECT_FALSE(contains(read_file(out_ / "logs" / "rank-2.log"), "dataset cache")) << "no cache warning on rank 2";
+    expect_finite_model();
+    expect_checkpoints_whole(grown.output);
   } else {
     FAIL() << "unknown failure " << failure_;
   }
@@ -271,7 +294,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "low_precision_decentralized", "qadam", "async"),
                        ::testing::Values("nonfinite_stop", "nonfinite_skip", "sigint_resume", "kill9_restart",
                                          "stalled_worker", "cache_server_killed", "bucket_auto",
-                                         "eval_and_checkpoint_together")),
+                                         "eval_and_checkpoint_together", "resize_resume")),
     [](const ::testing::TestParamInfo<Cell>& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param);
     });
