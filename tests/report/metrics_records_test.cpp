@@ -72,10 +72,14 @@ TEST(MetricsRecords, EveryKindRoundTrips) {
   resized.epoch = 1;
   resized.epoch_position = 576;
   resized.redone_steps = 1;
+  resized.redone_samples = 64;
   resized.restart = 2;
+  resized.nodes = 1;
   const ResumeRecord z = round_trip(resized);
   EXPECT_EQ(z.redone_steps, 1);
+  EXPECT_EQ(z.redone_samples, 64);
   EXPECT_EQ(z.restart, 2);
+  EXPECT_EQ(z.nodes, 1);
   EXPECT_EQ(z.previous_world_size, 4);
   EXPECT_EQ(z.world_size, 1);
   EXPECT_EQ(z.previous_global_batch, 64);

@@ -711,6 +711,7 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourW
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({6, 4})) << changes[0];
   EXPECT_EQ(changes[0].value("restart", 0), 1) << "the round" << changes[0];
+  EXPECT_EQ(changes[0].value("nodes", 0), 2) << changes[0];
   EXPECT_GE(changes[0]["step"].get<int64_t>(), 24) << changes[0];
   job.expect_every_sample_once(both);
 }

@@ -122,11 +122,15 @@ TEST_F(RunTest, EverySampleOfEachEpochIsSeenOnceAcrossResizesAndARollback) {
     ++resizes;
     // The 4-worker run had logged step 15 when it died; the checkpoint was
     // step 14.
-    if (j["step"] == 14) EXPECT_EQ(j.value("redone_steps", 0), 1) << j;
+    if (j["step"] == 14) {
+      EXPECT_EQ(j.value("redone_steps", 0), 1) << j;
+      EXPECT_EQ(j.value("redone_samples", 0), 64) << "one step of the 4 workers' global batch " << j;
+      EXPECT_EQ(j.value("nodes", 0), 1) << j;
+    }
     if (j["step"] == 10) EXPECT_FALSE(j.contains("redone_steps")) << j;
   }
   EXPECT_EQ(resizes, 2);
-  EXPECT_NE(one.output.find("the run before had logged step 15: 1 step after the checkpoint is done again"),
+  EXPECT_NE(one.output.find("the run before had logged step 15: 1 step (64 samples) after the checkpoint is done again"),
             std::string::npos)
       << one.output;
   // bagua report counts them and marks each on the charts.

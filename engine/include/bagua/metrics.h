@@ -58,9 +58,15 @@ struct ResumeRecord {
   // Steps past the checkpoint that the run before had logged, done again
   // now (at least: steps after its last record are not known); 0: none.
   int64_t redone_steps = 0;
+  // Their samples (redone_steps x the run before's global batch); 0: none.
+  int64_t redone_samples = 0;
   // The launcher's restart count (TORCHELASTIC_RESTART_COUNT: a
-  // max_restarts restart, or an elastic round of torchrun); 0: none.
+  // max_restarts restart, an elastic round of bagua's agent or torchrun);
+  // 0: none.
   int64_t restart = 0;
+  // Nodes the run continues on (WORLD_SIZE / LOCAL_WORLD_SIZE), written
+  // with a restart or a resize; 0: not known.
+  int64_t nodes = 0;
 };
 
 struct AutotuneRecord {

@@ -147,7 +147,9 @@ json to_json(const Record& record) {
                                [](const ResumeRecord& r) {
                                  json j{{"step", r.step}, {kResumeKey, r.resumed_from}};
                                  if (r.redone_steps > 0) j["redone_steps"] = r.redone_steps;
+                                 if (r.redone_samples > 0) j["redone_samples"] = r.redone_samples;
                                  if (r.restart > 0) j["restart"] = r.restart;
+                                 if (r.nodes > 0) j["nodes"] = r.nodes;
                                  if (r.previous_world_size > 0) {
                                    j["resized"] = {{"world_size", {r.previous_world_size, r.world_size}},
                                                    {"global_batch", {r.previous_global_batch, r.global_batch}},
@@ -171,7 +173,9 @@ std::optional<Record> record_from_json(const json& j, const std::string& where) 
     if (!j[kResumeKey].is_string()) throw Error(where + ": \"resumed_from\" is not a string", true);
     r.resumed_from = j[kResumeKey].get<std::string>();
     r.redone_steps = integer_or(j, "redone_steps", 0, where);
+    r.redone_samples = integer_or(j, "redone_samples", 0, where);
     r.restart = integer_or(j, "restart", 0, where);
+    r.nodes = integer_or(j, "nodes", 0, where);
     if (j.contains("resized")) {
       const json& z = j["resized"];
       auto pair = [&](const char* key, int64_t& before, int64_t& now) {

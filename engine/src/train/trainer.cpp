@@ -495,9 +495,15 @@ void Worker::plan() {
     if (const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT")) record.restart = std::atoll(restart);
     if (logged_before_ > pos_.step) {
       record.redone_steps = logged_before_ - pos_.step;
+      record.redone_samples = record.redone_steps * (resized_ ? resized_->global_batch : sampler_->global_batch());
       log_->say("the run before had logged step " + std::to_string(logged_before_) + ": " +
-                std::to_string(record.redone_steps) + (record.redone_steps == 1 ? " step" : " steps") +
-                " after the checkpoint " + (record.redone_steps == 1 ? "is" : "are") + " done again");
+                std::to_string(record.redone_steps) + (record.redone_steps == 1 ? " step" : " steps") + " (" +
+                std::to_string(record.redone_samples) + " samples) after the checkpoint " +
+                (record.redone_steps == 1 ? "is" : "are") + " done again");
+    }
+    if (record.restart > 0 || resized_) {
+      const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      if (local && std::atoll(local) > 0) record.nodes = (env_.world + std::atoll(local) - 1) / std::atoll(local);
     }
     if (resized_) {
       record.previous_world_size = resized_->world;
