@@ -95,13 +95,7 @@ TEST_F(RunTest, FourWorkersResumedByTwoReplayTheFixedSizeRun) {
                              " --set 'data.eval={format: idx, images: " + kFmnist +
                              "t10k-images-idx3-ubyte.gz, labels: " + kFmnist +
                              "t10k-labels-idx1-ubyte.gz}' --set train.eval_every=epoch";
-  auto accuracy = [](const fs::path& out) {
-    double last = -1;
-    for (const auto& j : metrics(out / "metrics.jsonl")) {
-      if (j.contains("eval_accuracy")) last = j["eval_accuracy"].get<double>();
-    }
-    return last;
-  };
+  auto accuracy = [](const fs::path& out) { return final_accuracy(out / "metrics.jsonl"); };
   RunOutcome fixed = bagua_run(recipe + " --nproc-per-node 4");
   ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
   const fs::path out = dir_ / "resized";

@@ -285,6 +285,12 @@ TEST_F(RunTest, AnElasticJobTrainsWithMinNodesAndBelowMinNamesWhatIsMissing) {
             std::string::npos)
       << alone.output;
   EXPECT_FALSE(fs::exists(dir_ / "range" / "logs" / "rank-0.log")) << "no worker started";
+  // A scheduler's notice while it waits: it leaves, exit 75.
+  RunOutcome noticed = bagua_run(recipe + " --nnodes 2:3 --master-port " + port, "timeout --preserve-status -s TERM 2");
+  EXPECT_EQ(noticed.exit_code, 75) << noticed.output;
+  EXPECT_NE(noticed.output.find("stopped by SIGTERM while waiting in round 0 of the elastic job; this node leaves"),
+            std::string::npos)
+      << noticed.output;
   for (const std::string& bad : {"two", "3:2"}) {
     RunOutcome refused = bagua_run(recipe + " --nnodes " + bad);
     EXPECT_EQ(refused.exit_code, 2) << refused.output;

@@ -3,6 +3,8 @@
 
 #include "common/unique_fd.h"
 
+#include <bagua/system.h>
+
 #include <nlohmann/json.hpp>
 
 #include <netdb.h>
@@ -103,6 +105,13 @@ RoundMembership ElasticRendezvous::join(int from, bool returning) {
         return m;
       }
       check_ended();
+      if (o.interrupted) {
+        if (const int signal = o.interrupted()) {
+          throw JoinInterrupted("stopped by " + signal_name(signal) + " while waiting in round " +
+                                    std::to_string(round) + " of the elastic job",
+                                signal);
+        }
+      }
       const int64_t arrived = counter(key(round, "arrived"), 0);
       const auto now = Clock::now();
       if (arrived != seen) {

@@ -39,6 +39,9 @@ struct ElasticOptions {
   std::string node_name;                      // this node, in messages (its host name)
   int nproc_per_node = 1;                     // every node of a round must run as many workers
   std::chrono::milliseconds poll{200};
+  // Asked at every poll while joining: a signal number (SIGINT, SIGTERM,
+  // SIGUSR1) that came for this node, or 0. join() then gives up.
+  std::function<int()> interrupted;
 };
 
 // A round this node trains in.
@@ -55,6 +58,13 @@ struct JobEnded : Error {
   bool succeeded = false;
 };
 
+// A signal came for this node while it waited to join (see
+// ElasticOptions::interrupted).
+struct JoinInterrupted : Error {
+  JoinInterrupted(const std::string& message, int signal_number) : Error(message, true), signal(signal_number) {}
+  int signal;
+};
+
 class ElasticRendezvous {
  public:
   ElasticRendezvous(comm::StorePtr store, ElasticOptions options, std::function<void(const std::string&)> say);
@@ -64,7 +74,8 @@ class ElasticRendezvous {
   // round from-1 (once every node of that round is back, and nothing new
   // arrived for a second, the round closes without waiting out the last
   // call: only a node that failed is missing from a round's successor).
-  // Throws JobEnded when the job ended meanwhile, ConfigError when the
+  // Throws JobEnded when the job ended meanwhile, JoinInterrupted for a
+  // signal (ElasticOptions::interrupted), ConfigError when the
   // round's nodes run different numbers of workers, and Error when fewer
   // than MIN nodes came within the timeout (naming those that did).
   RoundMembership join(int from, bool returning);

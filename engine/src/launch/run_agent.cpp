@@ -10,6 +10,7 @@
 
 #include "comm/c10d_compat.h"
 #include "launch/elastic_rendezvous.h"
+#include "launch/signal_relay.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -218,6 +219,17 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, const Say& say, const s
   eo.timeout = std::chrono::seconds(d.timeout_s);
   eo.node_name = node_name;
   eo.nproc_per_node = d.nproc_per_node;
+  // Between rounds (while joining) a signal for this node ends its part:
+  // caught by a relay of its own, since LocalSupervisor's exists only
+  // while the workers run.
+  launch::SignalRelay* relay_now = nullptr;
+  eo.interrupted = [&relay_now]() {
+    if (relay_now == nullptr) return 0;
+    for (int sig : relay_now->drain()) {
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1) return sig;
+    }
+    return 0;
+  };
   launch::ElasticRendezvous rendezvous(store, eo, say);
   int failures = 0;
   bool resume_added = false;
@@ -225,7 +237,17 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, const Say& say, const s
   for (int round = 0;;) {
     launch::RoundMembership m;
     try {
+      launch::SignalRelay relay;
+      relay_now = &relay;
+      struct Forget {
+        launch::SignalRelay*& p;
+        ~Forget() { p = nullptr; }
+      } forget{relay_now};
       m = rendezvous.join(round, returning);
+    } catch (const launch::JoinInterrupted& e) {
+      say(std::string(e.what()) + "; this node leaves the job (exit " +
+          std::to_string(e.signal == SIGINT ? kExitInterrupted : kExitPreempted) + ")");
+      return e.signal == SIGINT ? kExitInterrupted : kExitPreempted;
     } catch (const launch::JobEnded& e) {
       say(e.what());
       return e.succeeded ? kExitOk : kExitWorkerFailed;
