@@ -59,8 +59,9 @@ TEST_F(ElasticRounds, MaxNodesCloseARoundAndALaterNodeWaitsInTheNext) {
     std::this_thread::sleep_for(100ms);  // arrival order n0, n1, n2
   }
   std::set<int> ranks;
+  std::vector<RoundMembership> round0;
   for (int i = 0; i < 3; ++i) {
-    const RoundMembership m = first[i].get();
+    const RoundMembership m = round0.emplace_back(first[i].get());
     EXPECT_EQ(m.round, 0);
     EXPECT_EQ(m.nnodes, 3);
     EXPECT_EQ(m.node_rank, i) << "ranks in order of arrival";
@@ -77,6 +78,7 @@ TEST_F(ElasticRounds, MaxNodesCloseARoundAndALaterNodeWaitsInTheNext) {
   }
   ASSERT_TRUE(waiting);
   EXPECT_EQ(*waiting, "n3 is waiting in round 1");
+  EXPECT_EQ(agents[1]->newcomers_after(round0[1]), (std::vector<std::string>{"n3"})) << "a join";
   // The three come back (as after a stop for the join): round 1 has 4 > MAX
   // arrivals; 3 train, in arrival order, and the last to come waits on.
   std::vector<std::future<RoundMembership>> second;
@@ -84,6 +86,7 @@ TEST_F(ElasticRounds, MaxNodesCloseARoundAndALaterNodeWaitsInTheNext) {
     second.push_back(std::async(std::launch::async, [&, i] { return agents[i]->join(1, true); }));
     std::this_thread::sleep_for(100ms);
   }
+  EXPECT_EQ(agents[1]->newcomers_after(round0[1]), (std::vector<std::string>{"n3"})) << "members coming back are none";
   ASSERT_EQ(late.wait_for(10s), std::future_status::ready);
   const RoundMembership m3 = late.get();
   EXPECT_EQ(m3.round, 1);

@@ -309,6 +309,33 @@ TEST_F(RunTest, AnElasticJobTrainsWithMinNodesAndBelowMinNamesWhatIsMissing) {
   EXPECT_TRUE(fs::exists(dir_ / "range" / "model.pt")) << one.output;
 }
 
+// In an elastic job a failure ends its round, and the next round resumes
+// from the newest checkpoint; such rounds count against
+// distributed.max_restarts: with 1 the job survives one worker killed,
+// with 0 it ends (exit 3) saying so.
+TEST_F(RunTest, AnElasticJobsFailedRoundsCountAgainstMaxRestarts) {
+  std::string recipe = write_recipe("rounds");
+  const std::string elastic = " --nnodes 1:2 --master-port " + std::to_string(bagua::find_free_port()) +
+                              " --set distributed.rdzv_last_call_s=1";
+  RunOutcome survived = bagua_run(recipe + elastic + " --set distributed.max_restarts=1", "BAGUA_FAULT_AT_STEP=1:13");
+  EXPECT_EQ(survived.exit_code, 0) << survived.output;
+  EXPECT_NE(survived.output.find("round 0 failed (1 of 1 restarts): the nodes that remain go on from the newest "
+                                 "checkpoint"),
+            std::string::npos)
+      << survived.output;
+  EXPECT_NE(survived.output.find("round 1: 1 node x 2 workers = 2 workers"), std::string::npos) << survived.output;
+  EXPECT_NE(survived.output.find("resumed from " + (dir_ / "rounds" / "checkpoints" / "step-00000008").string()),
+            std::string::npos)
+      << survived.output;
+  EXPECT_TRUE(fs::exists(dir_ / "rounds" / "logs" / "attempt-0" / "rank-1.log")) << "round 0's logs kept";
+  RunOutcome ended = bagua_run(recipe + elastic + " --set output.dir=" + (dir_ / "ended").string(),
+                               "BAGUA_FAULT_AT_STEP=1:13");
+  EXPECT_EQ(ended.exit_code, 3) << ended.output;
+  EXPECT_NE(ended.output.find("round 0 failed, and distributed.max_restarts (0) rounds after failures have been spent"),
+            std::string::npos)
+      << ended.output;
+}
+
 TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {
   std::string recipe = write_recipe("slurm");
   int port = bagua::find_free_port();

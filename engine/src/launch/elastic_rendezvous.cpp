@@ -169,6 +169,21 @@ std::optional<std::string> ElasticRendezvous::waiting_after(int round) {
   }
 }
 
+std::vector<std::string> ElasticRendezvous::newcomers_after(const RoundMembership& m) {
+  std::vector<std::string> found;
+  try {
+    const int64_t arrived = counter(key(m.round + 1, "arrived"), 0);
+    for (int64_t i = 0; i < arrived; ++i) {
+      auto node = value(key(m.round + 1, "node-" + std::to_string(i)));
+      if (!node) continue;
+      const std::string name = nlohmann::json::parse(*node).value("name", "");
+      if (std::find(m.nodes.begin(), m.nodes.end(), name) == m.nodes.end()) found.push_back(name);
+    }
+  } catch (const std::exception&) {
+  }
+  return found;
+}
+
 void ElasticRendezvous::end(bool succeeded, const std::string& how) {
   try {
     store_->set(std::string(kPrefix) + "ended", bytes((succeeded ? "+" : "-") + how));

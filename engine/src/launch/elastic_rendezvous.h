@@ -84,6 +84,11 @@ class ElasticRendezvous {
   // Never throws: a store that does not answer is nothing to stop for.
   std::optional<std::string> waiting_after(int round);
 
+  // The nodes waiting in the round after m's that were not in m's (by
+  // name): a join, rather than a member coming back after a failure.
+  // Never throws (nothing, when the store does not answer).
+  std::vector<std::string> newcomers_after(const RoundMembership& m);
+
   // Tells nodes still joining that the job is over (they exit with it).
   void end(bool succeeded, const std::string& how);
 

@@ -275,9 +275,17 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, const Say& say, const s
     using Reason = AttemptDecision::Reason;
     std::vector<int> ranks;
     for (const auto& w : result.workers) ranks.push_back(w.rank);
+    // A round can also fail because a node joined: its workers, stopped as
+    // they started, never reached a step, and their peers lost them. That
+    // is a join, not a failure to count.
+    const bool failed = decision.reason == Reason::kRestartable || decision.reason == Reason::kRestartsExhausted;
+    const std::vector<std::string> newcomers = failed ? rendezvous.newcomers_after(m) : std::vector<std::string>{};
     if (!result.stopped_for.empty() && !result.interrupted) {
       // A node asks to join: this node's workers stopped at a step with a checkpoint.
       say("round " + std::to_string(m.round) + " stopped: " + result.stopped_for);
+    } else if (!newcomers.empty()) {
+      say("round " + std::to_string(m.round) + " ended as " + newcomers.front() +
+          " joined (its workers stopped before a step boundary; not counted against distributed.max_restarts)");
     } else {
       switch (decision.reason) {
         case Reason::kSucceeded:
