@@ -23,6 +23,12 @@ TEST_P(Exactness, QAdamEqualsItsReferenceBitForBitAfterTheWarmUp) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Exactness, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
+// The alltoalls cut into pieces (here of 16 bytes a slot, so every
+// bucket's are): the same bytes arrive, so the same bits.
+TEST(Exactness, ByteGradWithItsAlltoallsInPiecesEqualsItsReference) {
+  expect_all_checks_passed(run_workers("bytegrad_exact", 3, {{"BAGUA_ALLTOALL_PIECE_BYTES", "16"}}), 3);
+}
+
 TEST(Exactness, HierarchicalByteGradOnTwoSimulatedNodes) {
   expect_all_checks_passed(run_nodes("bytegrad_exact", 2, 2, "BAGUA_TEST_HIERARCHICAL=1"), 4);
 }

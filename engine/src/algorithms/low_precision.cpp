@@ -5,6 +5,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace bagua::algorithms {
 
 namespace {
@@ -16,7 +19,43 @@ at::Tensor& buffer(at::Tensor& slot, int64_t n, const at::TensorOptions& options
   }
   return slot;
 }
+// BAGUA_ALLTOALL_PIECE_BYTES, or 0 when unset.
+int64_t piece_bytes_from_environment() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("BAGUA_ALLTOALL_PIECE_BYTES");
+    const long long n = v ? std::atoll(v) : 0;
+    return n > 0 ? static_cast<int64_t>(n) : int64_t{0};
+  }();
+  return bytes;
+}
 }  // namespace
+
+void alltoall_in_pieces(at::Tensor& send, at::Tensor& recv, int64_t stride, const ProcessGroupPtr& group,
+                        LowPrecisionWorkspace& ws, int64_t piece, bool first_slot_to_all) {
+  if (piece <= 0) piece = piece_bytes_from_environment();
+  // Within one node the transfer is a memory copy, and the pieces' staging
+  // and calls only cost (about a tenth of bytegrad's step on one machine).
+  if (piece <= 0) piece = group->intra_node_group().get() == group.get() ? stride : kAlltoallPieceBytes;
+  const int n = group->size();
+  if (stride <= piece || n == 1) {
+    if (first_slot_to_all) {
+      for (int j = 1; j < n; ++j) send.narrow(0, j * stride, stride).copy_(send.narrow(0, 0, stride));
+    }
+    alltoall(send, recv, group);
+    return;
+  }
+  at::Tensor& out = buffer(ws.piece_out, n * piece, send.options());
+  at::Tensor& in = buffer(ws.piece_in, n * piece, recv.options());
+  for (int64_t offset = 0; offset < stride; offset += piece) {
+    const int64_t len = std::min(piece, stride - offset);
+    at::Tensor o = out.narrow(0, 0, n * len), i = in.narrow(0, 0, n * len);
+    for (int j = 0; j < n; ++j) {
+      o.narrow(0, j * len, len).copy_(send.narrow(0, (first_slot_to_all ? 0 : j) * stride + offset, len));
+    }
+    alltoall(o, i, group);
+    for (int j = 0; j < n; ++j) recv.narrow(0, j * stride + offset, len).copy_(i.narrow(0, j * len, len));
+  }
+}
 
 void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool average, [[maybe_unused]] const std::string& what,
                           LowPrecisionWorkspace* workspace) {
@@ -35,7 +74,7 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
   at::Tensor& packed = buffer(ws.packed, n * stride, byte_opts);
   MinMaxUInt8::compress(flat, packed, n);
   at::Tensor& received = buffer(ws.received, n * stride, byte_opts);
-  alltoall(packed, received, group);
+  alltoall_in_pieces(packed, received, stride, group, ws);
   // A chunk holding NaN or infinity was marked by its sender and
   // decompresses to NaN: it goes on through the share and the allgather, so
   // every rank ends with NaN in that chunk, alike. Whether that stops the
@@ -60,9 +99,8 @@ void compressed_allreduce(at::Tensor& flat, const ProcessGroupPtr& group, bool a
   at::Tensor mine_packed = mine.narrow(0, 0, slot_bytes(r));
   MinMaxUInt8::compress(share, mine_packed, 1);
   mine.narrow(0, slot_bytes(r), stride - slot_bytes(r)).zero_();  // a shorter last share's padding
-  for (int i = 1; i < n; ++i) rows.narrow(0, i * stride, stride).copy_(mine);
   at::Tensor& gathered = buffer(ws.gathered, n * stride, byte_opts);
-  alltoall(rows, gathered, group);
+  alltoall_in_pieces(rows, gathered, stride, group, ws, 0, /*first_slot_to_all=*/true);
   const bool direct = flat.scalar_type() == at::kFloat && flat.is_contiguous();
   at::Tensor out = direct ? flat : buffer(ws.out, numel, float_opts);
   at::Tensor out_flat = out.view({-1});

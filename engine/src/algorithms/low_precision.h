@@ -19,7 +19,25 @@ namespace bagua::algorithms {
 // rank's compressed share once per rank (the allgather's alltoall input).
 struct LowPrecisionWorkspace {
   at::Tensor packed, received, share, mine, gathered, out;
+  at::Tensor piece_out, piece_in;  // staging of the alltoalls cut into pieces
 };
+
+// The alltoall of two slot-major buffers (slot j of `send`, `stride` bytes
+// at j * stride, goes to rank j; slot i of `recv` comes from rank i), as a
+// sequence of alltoalls of at most `piece` bytes per slot through staging
+// buffers in `ws`, or as one alltoall when a slot fits in a piece. The
+// bytes moved are the same either way; only their transfer is cut. Over a
+// network Gloo moves one large alltoall at about half a slow link's rate
+// (docs/benchmarks.md), pieces of 512 KiB near the link's rate; within one
+// node the pieces only cost. `piece` <= 0: BAGUA_ALLTOALL_PIECE_BYTES when
+// set (a test aid: small pieces exercise the cutting on small models, on
+// one node too), else kAlltoallPieceBytes when the group spans nodes, and
+// no cut when all its members share one. `first_slot_to_all`: send's first slot goes
+// to every rank (an allgather), whatever its other slots hold (filled with
+// copies of it only when the alltoall is not cut).
+constexpr int64_t kAlltoallPieceBytes = int64_t{1} << 19;
+void alltoall_in_pieces(at::Tensor& send, at::Tensor& recv, int64_t stride, const ProcessGroupPtr& group,
+                        LowPrecisionWorkspace& ws, int64_t piece = 0, bool first_slot_to_all = false);
 
 // Over `group` of n ranks, in place on `flat` (1-D, contiguous, floating):
 //   1. cut flat into n chunks, compress each (its own min/max);
