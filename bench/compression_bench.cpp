@@ -9,6 +9,9 @@
 // GB/s of float32 data:
 //   compress     float32 bytes read per second (min/max, then quantise);
 //   decompress   float32 bytes written per second;
+//   dec+add      decompress_add (low_precision_decentralized's
+//                `replica += decompressed difference`): float32 bytes of
+//                the sum updated per second;
 //   sum2 fused   decompress_sum of two compressed parts (ByteGrad's
 //                scatter-reduce of two ranks): float32 bytes written per
 //                second, one pass;
@@ -78,8 +81,8 @@ int main(int argc, char** argv) {
   const at::Device device = which == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   std::printf("MinMaxUInt8 on %s, %lld chunk(s), %d threads; GB/s of float32 data, median of 5 rounds\n",
               device.str().c_str(), static_cast<long long>(chunks), at::get_num_threads());
-  std::printf("%10s %9s %10s %10s %9s %7s %9s %11s %9s\n", "floats", "compress", "decompress", "sum2 fused",
-              "sum2 loop", "copy", "comp/copy", "decomp/copy", "sum2/copy");
+  std::printf("%10s %9s %10s %8s %10s %9s %7s %9s %11s %9s\n", "floats", "compress", "decompress", "dec+add",
+              "sum2 fused", "sum2 loop", "copy", "comp/copy", "decomp/copy", "sum2/copy");
   std::vector<int64_t> sizes = {1 << 16, 1 << 20, 1 << 22, 1 << 24};
   if (device.is_cuda()) sizes.push_back(1 << 26);
   for (int64_t n : sizes) {
@@ -91,10 +94,11 @@ int main(int argc, char** argv) {
     std::vector<at::Tensor> parts{z, bagua::MinMaxUInt8::compress(at::randn({n}, x.options()), 1)};
     if (chunks != 1) parts = {bagua::MinMaxUInt8::compress(x, 1), parts[1]};
     at::Tensor one = at::empty_like(x);
-    std::vector<double> comp, decomp, fused, loop, copy;
+    std::vector<double> comp, decomp, add, fused, loop, copy;
     for (int round = 0; round < 5; ++round) {
       comp.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::compress(x, z, chunks); }));
       decomp.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::decompress(z, back, chunks); }));
+      add.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::decompress_add(z, back, chunks); }));
       fused.push_back(seconds_per_call(device, [&] { bagua::MinMaxUInt8::decompress_sum(parts, back, true); }));
       loop.push_back(seconds_per_call(device, [&] {
         back.zero_();
@@ -108,9 +112,9 @@ int main(int argc, char** argv) {
     }
     const double gb = static_cast<double>(n) * 4 / 1e9;
     const double c = gb / median(comp), d = gb / median(decomp), f = gb / median(fused), l = gb / median(loop);
-    const double k = gb / median(copy);
-    std::printf("%10lld %9.1f %10.1f %10.1f %9.1f %7.1f %9.2f %11.2f %9.2f\n", static_cast<long long>(n), c, d, f, l,
-                k, c / k, d / k, f / k);
+    const double k = gb / median(copy), a = gb / median(add);
+    std::printf("%10lld %9.1f %10.1f %8.1f %10.1f %9.1f %7.1f %9.2f %11.2f %9.2f\n", static_cast<long long>(n), c, d,
+                a, f, l, k, c / k, d / k, f / k);
     std::fflush(stdout);
   }
   return 0;
