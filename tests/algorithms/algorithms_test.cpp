@@ -87,6 +87,13 @@ TEST_P(LowPrecisionDecentralizedExactness, EqualsItsReferenceBitForBit) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LowPrecisionDecentralizedExactness, ::testing::Values(2, 4),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
+// In a ring of two R is L, kept once; a checkpoint with them apart parts them.
+TEST(LowPrecisionDecentralizedReplicas, RingsOfTwoKeepOneAndACheckpointPartsThem) {
+  for (int world : {2, 3}) {
+    expect_all_checks_passed(run_workers("low_precision_decentralized_replicas", world), world);
+  }
+}
+
 TEST(LowPrecisionDecentralizedExactness, EveryOtherStep) {
   expect_all_checks_passed(run_workers("low_precision_decentralized_exact", 3, {{"BAGUA_TEST_INTERVAL", "2"}}), 3);
 }

@@ -16,6 +16,8 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <map>
+#include <sstream>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -28,6 +30,15 @@ namespace {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v ? v : fallback;
+}
+
+// The model under `algorithm` in buckets of 200 bytes: several per model.
+template <typename Optimizer>
+std::shared_ptr<bagua::BaguaModule> with_small_buckets(Seq& model, const std::shared_ptr<Optimizer>& opt,
+                                                       bagua::AlgorithmPtr algorithm) {
+  bagua::WithBaguaOptions options;
+  options.bucket_bytes = 200;
+  return bagua::with_bagua(*model, {opt}, std::move(algorithm), options);
 }
 
 at::Tensor decompressed(const at::Tensor& packed, int64_t numel) {
@@ -86,10 +97,7 @@ int scenario_decentralized_exact() {
   torch::manual_seed(1000 + rank);
   Seq model = make_mlp();
   auto opt = sgd(model);
-  bagua::WithBaguaOptions options;
-  options.bucket_bytes = 200;
-  auto ddp = bagua::with_bagua(*model, {opt}, std::make_shared<bagua::Decentralized>(hierarchical, mode, interval),
-                               options);
+  auto ddp = with_small_buckets(model, opt, std::make_shared<bagua::Decentralized>(hierarchical, mode, interval));
   // One reference model (and optimizer) per rank, from the same start.
   std::vector<Seq> refs;
   std::vector<std::shared_ptr<torch::optim::SGD>> ref_opts;
@@ -148,10 +156,7 @@ int scenario_low_precision_decentralized_exact() {
   torch::manual_seed(3000 + rank);
   Seq model = make_mlp();
   auto opt = sgd(model);
-  bagua::WithBaguaOptions options;
-  options.bucket_bytes = 200;
-  auto ddp = bagua::with_bagua(*model, {opt},
-                               std::make_shared<bagua::LowPrecisionDecentralized>(false, interval), options);
+  auto ddp = with_small_buckets(model, opt, std::make_shared<bagua::LowPrecisionDecentralized>(false, interval));
   std::vector<Seq> refs;
   std::vector<std::shared_ptr<torch::optim::SGD>> ref_opts;
   for (int q = 0; q < world; ++q) {
@@ -188,7 +193,8 @@ int scenario_low_precision_decentralized_exact() {
         for (int q = 0; q < world; ++q) {
           State& st = state[q][b];
           at::Tensor d = bucket_flat(*buckets[b], named_weights(refs[q]));
-          d.add_(st.left, 1.0 / 3).add_(st.right, 1.0 / 3).add_(st.w, -5.0 / 3);
+          // Each product and sum rounded on its own (no fused multiply-add).
+          d.add_(st.left.mul(1.0 / 3)).add_(st.right.mul(1.0 / 3)).add_(st.w.mul(-5.0 / 3));
           packed[q] = bagua::MinMaxUInt8::compress(d);
         }
         for (int q = 0; q < world; ++q) {
@@ -207,6 +213,88 @@ int scenario_low_precision_decentralized_exact() {
                                           " equals the reference bit for bit (max diff " +
                                           std::to_string((got - want).abs().max().item<double>()) + ")");
   }
+  return c.finish();
+}
+
+namespace {
+
+std::map<std::string, at::Tensor> saved_state(const bagua::BaguaModule& ddp) {
+  torch::serialize::OutputArchive out;
+  ddp.save_algorithm_state(out);
+  std::stringstream bytes;
+  out.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  std::map<std::string, at::Tensor> state;
+  for (const std::string& key : in.keys()) in.read(key, state[key]);
+  return state;
+}
+
+}  // namespace
+
+// The replicas low_precision_decentralized keeps of its neighbours: in a
+// ring of two both neighbours are the one peer, so L and R stay equal (and
+// are kept once); a checkpoint whose L and R differ parts them again, and
+// training goes on from both.
+int scenario_low_precision_decentralized_replicas() {
+  bagua::init_process_group();
+  const int rank = bagua::get_rank(), world = bagua::get_world_size();
+  WorkerChecks c(rank);
+  torch::manual_seed(3100 + rank);
+  Seq model = make_mlp();
+  auto opt = sgd(model);
+  auto ddp = with_small_buckets(model, opt, std::make_shared<bagua::LowPrecisionDecentralized>(false, 1));
+  auto steps = [&](int64_t from, int64_t to) {
+    for (int64_t step = from; step < to; ++step) {
+      auto [x, y] = batch_of(step, world);
+      ddp->zero_grad();
+      torch::mse_loss(ddp->forward(model, x.narrow(0, rank * kBatch, kBatch)), y.narrow(0, rank * kBatch, kBatch))
+          .backward();
+      ddp->step();
+    }
+  };
+  steps(0, 4);
+  std::map<std::string, at::Tensor> state = saved_state(*ddp);
+  c.expect(state.size() == 3 * ddp->bagua_buckets().size(), "w, left and right of every bucket saved");
+  bool equal = true, moved = false;
+  for (const auto& bucket : ddp->bagua_buckets()) {
+    const std::string key = "lpd." + bucket->name() + ".";
+    equal = equal && torch::equal(state.at(key + "left"), state.at(key + "right"));
+    moved = moved || !torch::equal(state.at(key + "left"), state.at(key + "w"));
+  }
+  c.expect(moved, "the replicas moved");
+  c.expect(equal == (world == 2), world == 2 ? "L and R equal in a ring of two" : "L and R apart in a larger ring");
+
+  // Part L and R: R = L + 0.5, then load it back.
+  torch::serialize::OutputArchive parted;
+  for (auto& [key, t] : state) {
+    const bool right = key.size() > 6 && key.compare(key.size() - 6, 6, ".right") == 0;
+    parted.write(key, right ? state.at(key.substr(0, key.size() - 6) + ".left") + 0.5 : t);
+  }
+  std::stringstream bytes;
+  parted.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  ddp->load_algorithm_state(in);
+  std::map<std::string, at::Tensor> loaded = saved_state(*ddp);
+  bool as_loaded = true;
+  for (const auto& bucket : ddp->bagua_buckets()) {
+    const std::string key = "lpd." + bucket->name() + ".";
+    as_loaded = as_loaded && torch::equal(loaded.at(key + "left"), state.at(key + "left")) &&
+                torch::equal(loaded.at(key + "right"), state.at(key + "left") + 0.5) &&
+                torch::equal(loaded.at(key + "w"), state.at(key + "w"));
+  }
+  c.expect(as_loaded, "a checkpoint with L and R apart loads as it is");
+  steps(4, 6);
+  std::map<std::string, at::Tensor> after = saved_state(*ddp);
+  bool apart = true;
+  for (const auto& bucket : ddp->bagua_buckets()) {
+    const std::string key = "lpd." + bucket->name() + ".";
+    const at::Tensor gap = after.at(key + "right") - after.at(key + "left");
+    apart = apart && gap.isfinite().all().item<bool>() &&
+            (world != 2 || (gap - 0.5).abs().max().item<double>() < 1e-5);
+  }
+  c.expect(apart, "L and R, parted, train on (in a ring of two taking the same differences, 0.5 apart)");
   return c.finish();
 }
 

@@ -83,6 +83,7 @@ inline Seq clone_of(Seq& m) { return Seq(std::dynamic_pointer_cast<torch::nn::Se
 // The scenarios of decentralized_scenarios.cpp.
 int scenario_decentralized_exact();
 int scenario_low_precision_decentralized_exact();
+int scenario_low_precision_decentralized_replicas();
 int scenario_async_abort_resume();
 int scenario_async_one_rank_finished();
 int scenario_async_destroy_without_abort();

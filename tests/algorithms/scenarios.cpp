@@ -289,6 +289,7 @@ int run_scenario(const std::string& name) {
       {"bytegrad_nan", scenario_bytegrad_nan},
       {"decentralized_exact", scenario_decentralized_exact},
       {"low_precision_decentralized_exact", scenario_low_precision_decentralized_exact},
+      {"low_precision_decentralized_replicas", scenario_low_precision_decentralized_replicas},
       {"async_abort_resume", scenario_async_abort_resume},
       {"async_one_rank_finished", scenario_async_one_rank_finished},
       {"async_destroy_without_abort", scenario_async_destroy_without_abort},

@@ -8,10 +8,12 @@
 #include "algorithms/factories.h"
 #include "algorithms/peers.h"
 #include "algorithms/weights.h"
+#include "common/minmax_layout.h"
 
 #include <ATen/ATen.h>
 
 #include <map>
+#include <stdexcept>
 
 namespace bagua {
 
@@ -35,7 +37,10 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
 
   // w, L and R start as this rank's weights (the same on every rank after
   // with_bagua's broadcast); the other buffers are the step's scratch,
-  // allocated once.
+  // allocated once. In a ring of two, both neighbours are the one peer
+  // and L and R receive the same differences (ring_step()): they stay
+  // equal, so R is L, one tensor updated once (load_state() parts them
+  // when a checkpoint's are not equal).
   void init_operations(AlgorithmContext&, Bucket& bucket) override {
     at::Tensor x = at::zeros({bucket.padded_numel()}, at::TensorOptions().dtype(bucket.dtype()).device(bucket.device()));
     bucket.copy_into(x);
@@ -44,12 +49,12 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
     State& st = state_[bucket.name()];
     st.w = x.clone();
     st.left = x.clone();
-    st.right = x.clone();
-    if (hierarchical_) st.x = x;  // else the difference's buffer takes the weights
+    st.right = !hierarchical_ && comm_->size() == 2 ? st.left : x.clone();
+    if (hierarchical_) st.x = x;  // else the difference is computed from the weights where they lie
     st.diff = at::empty_like(x);
     st.mine = at::empty({bytes}, byte_options);
     st.from_left = at::empty({bytes}, byte_options);
-    st.from_right = at::empty({bytes}, byte_options);
+    // from_right: on first use (a ring of two has no use for it)
   }
 
   void on_post_step(AlgorithmContext& ctx) override {
@@ -60,26 +65,26 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
 
   void run_bucket(AlgorithmContext&, Bucket& bucket) override {
     State& st = state_.at(bucket.name());
-    // The padding takes part in the compression's min and max: keep it zero.
-    auto zero_padding = [&](at::Tensor& t) {
-      if (bucket.padded_numel() > bucket.numel()) t.narrow(0, bucket.numel(), bucket.padded_numel() - bucket.numel()).zero_();
-    };
+    at::NoGradGuard no_grad;
     if (!hierarchical_) {
-      // The weights go straight into the difference's buffer, and the new
-      // weights straight from w back: two model-sized copies fewer.
-      bucket.copy_into(st.diff);
-      zero_padding(st.diff);
-      ring_step(st, comm_);
-      bucket.write_back(st.w);
+      // From the weights where they lie, tensor by tensor, back into them.
+      std::vector<at::Tensor> weights;
+      for (const auto& t : bucket.tensors()) weights.push_back(t.get());
+      if (!all_fast(st, weights)) {
+        bucket.copy_into(st.diff);
+        zero_padding(bucket, st.diff);
+      }
+      ring_step(st, comm_, weights);
+      if (!all_fast(st, weights)) bucket.write_back(st.w);
       return;
     }
     at::Tensor& x = st.x;
     bucket.copy_into(x);
-    zero_padding(x);
+    zero_padding(bucket, x);  // the padding takes part in the compression's min and max: keep it zero
     with_hierarchy(x, comm_, hierarchical_, [&](at::Tensor& weights, const ProcessGroupPtr& ring) {
-      st.diff.copy_(weights);
-      ring_step(st, ring);
-      weights.copy_(st.w);
+      if (!all_fast(st, {weights})) st.diff.copy_(weights);
+      ring_step(st, ring, {weights});
+      if (!all_fast(st, {weights})) weights.copy_(st.w);
     });
     bucket.write_back(x);
   }
@@ -94,16 +99,19 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
 
   void load_state(torch::serialize::InputArchive& archive) override {
     for (auto& [name, st] : state_) {
-      for (auto [key, tensor] : {std::pair<const char*, at::Tensor*>{"w", &st.w}, {"left", &st.left},
-                                 {"right", &st.right}}) {
-        at::Tensor loaded;
-        if (!archive.try_read("lpd." + name + "." + key, loaded)) {
+      std::map<std::string, at::Tensor> loaded;
+      for (const char* key : {"w", "left", "right"}) {
+        if (!archive.try_read("lpd." + name + "." + key, loaded[key])) {
           throw Error("the checkpoint has no low_precision_decentralized state for bucket " + name +
                           " (was it written by another algorithm or model?)",
                       true);
         }
-        tensor->copy_(loaded);
       }
+      // A checkpoint of a larger ring (before a resize) has L and R apart.
+      if (st.right.is_same(st.left) && !at::equal(loaded["left"], loaded["right"])) st.right = at::empty_like(st.left);
+      st.w.copy_(loaded["w"]);
+      st.left.copy_(loaded["left"]);
+      if (!st.right.is_same(st.left)) st.right.copy_(loaded["right"]);
     }
   }
 
@@ -114,16 +122,46 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
     at::Tensor mine, from_left, from_right;   // compressed differences
   };
 
-  // One exchange around the ring of `ring` (Bagua's order of operations):
-  // st.diff holds this step's weights x on entry; st.w the new weights on
-  // return.
-  void ring_step(State& st, const ProcessGroupPtr& ring) {
-    at::NoGradGuard no_grad;
-    at::Tensor& d = st.diff;
-    const int64_t numel = d.numel();
-    d.add_(st.left, 1.0 / 3).add_(st.right, 1.0 / 3).add_(st.w, -5.0 / 3);
+  static void zero_padding(const Bucket& bucket, at::Tensor& t) {
+    if (bucket.padded_numel() > bucket.numel()) t.narrow(0, bucket.numel(), bucket.padded_numel() - bucket.numel()).zero_();
+  }
+
+  static bool fast_path(const at::Tensor& t) {
+    return t.defined() && t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+  }
+
+  // Whether the loops below take `x`, the step's weights in pieces that
+  // lie end to end in the bucket's order (the rest, up to the bucket's
+  // padded size, is padding).
+  static bool all_fast(const State& st, const std::vector<at::Tensor>& x) {
+    if (!fast_path(st.w) || !fast_path(st.left) || !fast_path(st.right) || !fast_path(st.diff)) return false;
+    for (const at::Tensor& t : x) {
+      if (!fast_path(t)) return false;
+    }
+    return true;
+  }
+
+  // One exchange around the ring of `ring` (Bagua's order of operations)
+  // for the step's weights x: on return, st.w holds the new weights, and
+  // so does x when all_fast(st, x) (else st.diff must hold x on entry, and the
+  // caller copies st.w back).
+  void ring_step(State& st, const ProcessGroupPtr& ring, const std::vector<at::Tensor>& x) {
+    const bool fast = all_fast(st, x);
+    // 1. The difference, x + L/3 + R/3 - 5/3 w, compressed.
+    if (fast) {
+      int64_t offset = 0;
+      for (const at::Tensor& t : x) {
+        ring_difference(t.data_ptr<float>(), st, offset, t.numel());
+        offset += t.numel();
+      }
+      ring_difference(nullptr, st, offset, st.diff.numel() - offset);  // the padding: x = 0
+    } else {
+      st.diff.add_(st.left.mul(kThird)).add_(st.right.mul(kThird)).add_(st.w.mul(kMinusFiveThirds));
+    }
+    const int64_t numel = st.diff.numel();
     at::Tensor& c = st.mine;
-    MinMaxUInt8::compress(d, c);
+    MinMaxUInt8::compress(st.diff, c);
+    // 2. To both neighbours, from both.
     const int n = ring->size(), r = ring->rank();
     at::Tensor* from_left = &c;  // a ring of one is its own neighbour
     at::Tensor* from_right = &c;
@@ -133,13 +171,24 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
       from_left = &st.from_left;
       from_right = &st.from_right;
       std::vector<Work> works;
-      works.push_back(irecv(*from_left, left, ring, kToRight));
-      works.push_back(irecv(*from_right, right, ring, kToLeft));
-      works.push_back(isend(c, left, ring, kToLeft));
-      works.push_back(isend(c, right, ring, kToRight));
+      if (left == right) {
+        // A ring of two: both neighbours are the one peer, and Bagua's two
+        // messages to it would carry the same bytes. One goes, and serves
+        // as both.
+        from_right = from_left;
+        works.push_back(irecv(*from_left, left, ring, kToRight));
+        works.push_back(isend(c, left, ring, kToRight));
+      } else {
+        if (!from_right->defined()) *from_right = at::empty_like(*from_left);  // once
+        works.push_back(irecv(*from_left, left, ring, kToRight));
+        works.push_back(irecv(*from_right, right, ring, kToLeft));
+        works.push_back(isend(c, left, ring, kToLeft));
+        works.push_back(isend(c, right, ring, kToRight));
+      }
       for (auto& w : works) w.wait();
       const int64_t bad_left = MinMaxUInt8::first_non_finite_chunk(*from_left, numel);
-      const int64_t bad_right = MinMaxUInt8::first_non_finite_chunk(*from_right, numel);
+      const int64_t bad_right =
+          from_right == from_left ? bad_left : MinMaxUInt8::first_non_finite_chunk(*from_right, numel);
       if (bad_left >= 0 || bad_right >= 0) {
         throw Error("low_precision_decentralized: a neighbour sent NaN or infinite weights; the training has "
                         "diverged",
@@ -150,10 +199,64 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
       throw Error("low_precision_decentralized: this rank's weights hold NaN or infinity; the training has diverged",
                   true);
     }
+    // 3. The replicas and the weights take the decompressed differences.
     MinMaxUInt8::decompress_add(*from_left, st.left);
-    MinMaxUInt8::decompress_add(*from_right, st.right);
-    MinMaxUInt8::decompress_add(c, st.w);
+    if (st.right.is_same(st.left)) {
+      if (from_right != from_left) throw std::logic_error("low_precision_decentralized: R is L outside a ring of two");
+    } else {
+      MinMaxUInt8::decompress_add(*from_right, st.right);
+    }
+    if (fast) {
+      update_weights(c, st, x);
+    } else {
+      MinMaxUInt8::decompress_add(c, st.w);
+    }
   }
+
+  // diff[i] = x[i] + L[i]/3 + R[i]/3 - 5/3 w[i] for i in [offset, offset +
+  // n), x read from x[0..n) (zeros when null), every product and every sum
+  // rounded to float on its own: bitwise what
+  // x.add(L.mul(1/3)).add(R.mul(1/3)).add(w.mul(-5/3)) gives in ATen on any
+  // CPU, which is what the path for other tensors runs. (ATen's
+  // add_(other, alpha) fuses the multiply-add on CPUs with FMA and not on
+  // others.) One pass instead of a copy and three. This file is built with
+  // -O3 and without contraction (engine/CMakeLists.txt).
+  static void ring_difference(const float* x, State& st, int64_t offset, int64_t n) {
+    const float* __restrict left = st.left.data_ptr<float>() + offset;
+    const float* __restrict right = st.right.data_ptr<float>() + offset;  // may be left: both only read
+    const float* __restrict w = st.w.data_ptr<float>() + offset;
+    float* __restrict d = st.diff.data_ptr<float>() + offset;
+    const float third = static_cast<float>(kThird), five_thirds = static_cast<float>(kMinusFiveThirds);
+    if (x == nullptr) {
+      for (int64_t i = 0; i < n; ++i) d[i] = ((0.0f + left[i] * third) + right[i] * third) + w[i] * five_thirds;
+      return;
+    }
+    const float* __restrict in = x;
+    for (int64_t i = 0; i < n; ++i) d[i] = ((in[i] + left[i] * third) + right[i] * third) + w[i] * five_thirds;
+  }
+
+  // w += decompress(c), the new values written to x too (its pieces end to
+  // end, then the padding, which only w has): one pass, bitwise
+  // decompress_add(c, w) and a copy.
+  static void update_weights(const at::Tensor& c, State& st, const std::vector<at::Tensor>& x) {
+    const minmax_layout::Levels levels = minmax_layout::levels_of(c.data_ptr<uint8_t>());
+    float* w = st.w.data_ptr<float>();
+    int64_t offset = 0;
+    for (const at::Tensor& t : x) {
+      float* __restrict out = t.data_ptr<float>();
+      float* __restrict wo = w + offset;
+      const uint8_t* __restrict bytes = levels.bytes + offset;
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+        const float v = wo[i] + levels.value[bytes[i]];
+        wo[i] = v;
+        out[i] = v;
+      }
+      offset += t.numel();
+    }
+    for (int64_t i = offset, n = st.w.numel(); i < n; ++i) w[i] += levels.value[levels.bytes[i]];
+  }
+
+  static constexpr double kThird = 1.0 / 3, kMinusFiveThirds = -5.0 / 3;
 
   bool hierarchical_;
   int64_t interval_;

@@ -30,12 +30,14 @@ AlgorithmDescriptor low_precision_decentralized_descriptor() {
     for (const auto& b : a.buckets.buckets) {
       const int64_t e = b.element_bytes, numel = b.padded_numel;
       const int64_t c = minmax_layout::compressed_bytes(numel, 1);
-      // ring_step(): the compressed difference to both ring neighbours.
+      // ring_step(): the compressed difference to both ring neighbours,
+      // once in a ring of two (both are the one peer).
       auto ring = [&](int m, Where where, bool leaders_only) {
         if (m <= 1) return;  // a ring of one is its own neighbour
         l.add(Op::kSend, m, c, where, leaders_only);
-        l.add(Op::kSend, m, c, where, leaders_only);
+        if (m > 2) l.add(Op::kSend, m, c, where, leaders_only);
       };
+      const int ring_size = hier ? world.nnodes : world.world_size;
       if (!hier) {
         ring(world.world_size, Where::kWholeGroup, false);
       } else {
@@ -43,10 +45,12 @@ AlgorithmDescriptor low_precision_decentralized_descriptor() {
         ring(world.nnodes, Where::kBetweenNodes, true);
         l.add(Op::kBroadcast, world.nproc_per_node, numel * e, Where::kWithinNode);
       }
-      // State: w, left, right, diff, and x when hierarchical; mine,
-      // from_left, from_right (the received differences are decompressed
-      // straight into left and right).
-      buffers += (hier ? 5 : 4) * numel * e + 3 * c;
+      // State: w, left, right (left itself when not hierarchical in a ring
+      // of two), diff, and x when hierarchical; mine, from_left, and
+      // from_right in rings of three or more (the received differences
+      // are decompressed straight into left and right).
+      const int64_t floats = hier ? 5 : (ring_size == 2 ? 3 : 4);
+      buffers += floats * numel * e + (ring_size > 2 ? 3 : 2) * c;
     }
     a.phases.push_back(traffic::phase_of("communication steps",
                                          std::string("the compressed weight difference (8 bits) to both ring neighbours") +
