@@ -84,6 +84,14 @@ TEST(Groups, TwoSimulatedNodesThroughBaguaLaunch) {
   expect_all_checks_passed(run_nodes("groups", 2, 2), 4);
 }
 
+// isend/irecv as a ring exchange posts them (every call before any wait),
+// with the argument check on and off: nothing waits on a peer's call
+// (a checked call once did, and every rank hung), several messages of one
+// tag arrive in order, and a size mismatch fails both sides clearly.
+TEST(PointToPoint, ARingExchangeOfNonBlockingCallsCompletesCheckedOrNot) {
+  for (int world : {2, 3}) expect_all_checks_passed(run_workers("p2p_ring", world, {{"BAGUA_TIMEOUT_S", "30"}}), world);
+}
+
 TEST(Errors, DisagreeingRanksGetAClearErrorOnEveryRank) {
   expect_all_checks_passed(run_workers("mismatch", 3), 3);
 }

@@ -369,6 +369,88 @@ int scenario_mismatch() {
   return c.finish();
 }
 
+// Non-blocking point to point as a ring exchange posts it: every irecv and
+// isend first, then the waits, on every rank at once, in both orders, with
+// several messages of one tag in flight per direction (received in the
+// order sent, whatever order the receiver waits in); with the argument
+// check on (the default) and off. Then a size mismatch: both sides get a
+// clear error, nothing aborts, and the group goes on.
+int scenario_p2p_ring() {
+  bagua::init_process_group();
+  const int rank = bagua::get_rank(), world = bagua::get_world_size();
+  WorkerChecks c(rank);
+  const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+  constexpr int kToNext = 3, kToPrev = 4, kMessages = 4;
+  auto value = [](int sender, int direction, int k) { return static_cast<float>(1000 * sender + 100 * direction + k); };
+  for (bool checked : {true, false}) {
+    bagua::default_group()->set_verify_collectives(checked);
+    for (bool sends_first : {false, true}) {
+      const std::string what = std::string(checked ? "checked" : "unchecked") +
+                               (sends_first ? ", sends posted first" : ", receives posted first");
+      std::vector<at::Tensor> out, from_prev, from_next;
+      std::vector<bagua::Work> receives, sends;
+      auto post_receives = [&] {
+        for (int k = 0; k < kMessages; ++k) {
+          from_prev.push_back(at::zeros({1000 + k}));
+          from_next.push_back(at::zeros({1000 + k}));
+          receives.push_back(bagua::irecv(from_prev.back(), prev, nullptr, kToNext));
+          receives.push_back(bagua::irecv(from_next.back(), next, nullptr, kToPrev));
+        }
+      };
+      auto post_sends = [&] {
+        for (int k = 0; k < kMessages; ++k) {
+          out.push_back(at::full({1000 + k}, value(rank, kToNext, k)));
+          sends.push_back(bagua::isend(out.back(), next, nullptr, kToNext));
+          out.push_back(at::full({1000 + k}, value(rank, kToPrev, k)));
+          sends.push_back(bagua::isend(out.back(), prev, nullptr, kToPrev));
+        }
+      };
+      if (sends_first) {
+        post_sends();
+        post_receives();
+        for (auto& w : sends) w.wait();  // before any receive is waited
+        for (auto it = receives.rbegin(); it != receives.rend(); ++it) it->wait();  // the last first
+      } else {
+        post_receives();
+        post_sends();
+        for (auto it = receives.rbegin(); it != receives.rend(); ++it) it->wait();
+        for (auto& w : sends) w.wait();
+      }
+      bool right = true;
+      for (int k = 0; k < kMessages; ++k) {
+        right = right && at::equal(from_prev[k], at::full({1000 + k}, value(prev, kToNext, k))) &&
+                at::equal(from_next[k], at::full({1000 + k}, value(next, kToPrev, k)));
+      }
+      c.expect(right, "ring exchange, " + what + ": every message arrived, in the order sent");
+    }
+  }
+  bagua::default_group()->set_verify_collectives(true);
+  if (world >= 2 && rank <= 1) {
+    // Rank 0 sends 5 floats where rank 1 expects 4.
+    if (rank == 0) {
+      at::Tensor five = at::ones({5});
+      bagua::Work w = bagua::isend(five, 1, nullptr, 7);
+      c.expect_throws<bagua::CommError>([&] { w.wait(); }, "the receiver expects float32 with 4 elements",
+                                        "the sender of a mismatched message");
+    } else {
+      at::Tensor four = at::zeros({4});
+      bagua::Work w = bagua::irecv(four, 0, nullptr, 7);
+      c.expect_throws<bagua::CommError>([&] { w.wait(); }, "the sender sends float32 with 5 elements",
+                                        "the receiver of a mismatched message");
+    }
+  }
+  c.expect_throws<bagua::InvalidArgument>(
+      [&] {
+        at::Tensor t = at::zeros({1});
+        bagua::isend(t, next == rank ? 0 : next, nullptr, 1 << 20);
+      },
+      world > 1 ? "is outside [0, 1048576)" : "cannot send to itself", "a tag out of range");
+  at::Tensor ok = at::ones({4}) * (rank + 1);
+  bagua::allreduce(ok);
+  c.expect(ok[0].item<float>() == world * (world + 1) / 2.0f, "the group still works after the mismatch");
+  return c.finish();
+}
+
 // Rank 1 leaves before the collective; the others must fail, not hang.
 int scenario_peer_dies() {
   bagua::init_process_group();
@@ -410,5 +492,6 @@ int run_scenario(const std::string& name) {
       {"collectives", scenario_collectives}, {"groups", scenario_groups},
       {"mismatch", scenario_mismatch},       {"peer_dies", scenario_peer_dies},
       {"join", scenario_join},               {"crash", scenario_crash},
+      {"p2p_ring", scenario_p2p_ring},
   });
 }

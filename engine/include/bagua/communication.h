@@ -214,9 +214,12 @@ Work alltoall_async(const at::Tensor& send, at::Tensor& recv,
 void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group = nullptr);
 void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr);
 // Non-blocking point to point (torch's isend/irecv): several may be in
-// flight at once, e.g. a ring exchange with both neighbours. Messages from
-// one sender with one `tag` are received in the order they were sent. The
-// tensors must stay alive until the Work is waited.
+// flight at once, e.g. a ring exchange with both neighbours, posted in any
+// order on every rank before any is waited (no call waits for its peer).
+// Messages from one sender with one `tag` (in [0, 2^20)) are received in
+// the order they were sent. The tensors must stay alive until the Work is
+// waited. With the argument check on (Gloo), a dtype or size mismatch
+// fails wait() on both sides with CommError (docs/communication.md).
 Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group = nullptr, int tag = 0);
 Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr, int tag = 0);
 

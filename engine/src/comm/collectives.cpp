@@ -18,6 +18,8 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <exception>
+#include <thread>
 
 namespace bagua {
 
@@ -364,31 +366,172 @@ void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group) {
       .wait();
 }
 
+// Non-blocking point to point. Data travels on kDataTag + 1 + tag. When
+// the group checks its calls (Gloo), the check must not block either: a
+// ring exchange posts every irecv and isend before it waits on any, on
+// every rank, so a call that waited for its peer's answer would wait
+// forever. So the sender posts an offer (dtype, numel) on an offer tag, a
+// receive of the answer and the data itself, and looks at the answer in
+// wait(). The receiver posts the offer's receive, and a thread of its own
+// waits for the offer, answers it, and posts the data's receive only if it
+// matches (Gloo aborts the process on a message larger than the receive
+// posted for it). The data receives of one sender and tag are posted in
+// the order of the irecv calls (P2pChannel), so they match the sends in
+// order. NCCL groups do not check isend/irecv.
+namespace {
+
+constexpr int kMaxP2pTag = 1 << 20;
+constexpr int kOfferTag = 0x6b000000;   // + tag: the sender's offer
+constexpr int kAnswerTag = 0x6c000000;  // + tag: the receiver's answer
+
+void check_tag(const Call& call, int tag) {
+  if (tag < 0 || tag >= kMaxP2pTag) {
+    throw InvalidArgument(call.what + ": tag " + std::to_string(tag) + " is outside [0, " +
+                          std::to_string(kMaxP2pTag) + ")");
+  }
+}
+
+bool checks_p2p(const Call& call) { return call.impl->verify && !call.nccl(); }
+
+std::shared_ptr<comm::P2pChannel> p2p_channel(ProcessGroup::Impl& impl, int src, int tag) {
+  std::lock_guard<std::mutex> lock(impl.p2p_mutex);
+  auto& channel = impl.p2p_channels[{src, tag}];
+  if (!channel) channel = std::make_shared<comm::P2pChannel>();
+  return channel;
+}
+
+}  // namespace
+
 Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group, int tag) {
   Call call = start(group, Collective::kSend);
   check_tensor(call, tensor, "tensor");
   check_root(call, dst, "dst");
+  check_tag(call, tag);
   if (dst == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot send to itself");
-  if (call.impl->verify) comm::verify_send(*call.impl, tensor, dst);
-  if (tensor.numel() == 0) return call.work({}, nullptr);
+  const bool checked = checks_p2p(call);
+  if (tensor.numel() == 0 && !checked) return call.work({}, nullptr);
   at::Tensor data = wire_tensor(call, tensor);
   std::vector<at::Tensor> tensors{as_bytes(data)};
   call.count(tensors[0].numel(), 1.0);
-  auto w = call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag + 1 + tag); });
-  return call.work({w}, [data] {});  // keeps the staged copy alive until done
+  if (!checked) {
+    auto w = call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag + 1 + tag); });
+    return call.work({w}, [data] {});  // keeps the staged copy alive until done
+  }
+  std::vector<at::Tensor> offer{at::tensor({static_cast<int64_t>(tensor.scalar_type()), tensor.numel()}, at::kLong)};
+  std::vector<at::Tensor> answer{at::zeros({3}, at::kLong)};
+  auto offered = call.launch([&](comm::Backend& b) { return b.send(offer, dst, kOfferTag + tag); });
+  auto answered = call.launch([&](comm::Backend& b) { return b.recv(answer, dst, kAnswerTag + tag); });
+  comm::C10dWorkPtr sent;
+  if (tensor.numel() > 0) sent = call.launch([&](comm::Backend& b) { return b.send(tensors, dst, kDataTag + 1 + tag); });
+  const std::string what = call.what + ": send to rank " + std::to_string(dst);
+  const std::string mine = comm::describe_tensor(tensor);
+  const auto timeout = call.timeout();
+  return call.work({offered, answered}, [data, offer, answer, sent, what, mine, timeout] {
+    const at::Tensor a = answer[0];
+    if (a[0].item<int64_t>() != 1) {
+      if (sent) sent->abort();
+      throw CommError(what + ": the receiver expects " +
+                      comm::dtype_name(static_cast<at::ScalarType>(a[1].item<int64_t>())) + " with " +
+                      std::to_string(a[2].item<int64_t>()) + " elements, this rank sends " + mine);
+    }
+    if (!sent) return;
+    try {
+      sent->wait(timeout);
+    } catch (const std::exception& e) {
+      throw CommError(what + " failed: " + comm::message_of(e));
+    }
+  });
 }
 
 Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group, int tag) {
   Call call = start(group, Collective::kSend);
   check_tensor(call, tensor, "tensor");
   check_root(call, src, "src");
+  check_tag(call, tag);
   if (src == call.impl->rank) throw InvalidArgument(call.what + ": a rank cannot receive from itself");
-  if (call.impl->verify) comm::verify_recv(*call.impl, tensor, src);
-  if (tensor.numel() == 0) return call.work({}, nullptr);
+  const bool checked = checks_p2p(call);
+  if (tensor.numel() == 0 && !checked) return call.work({}, nullptr);
   at::Tensor data = wire_tensor(call, tensor, /*fill=*/false);
   std::vector<at::Tensor> tensors{as_bytes(data)};
-  auto w = call.launch([&](comm::Backend& b) { return b.recv(tensors, src, kDataTag + 1 + tag); });
-  return call.work({w}, copy_back(data, tensor));
+  if (!checked) {
+    auto w = call.launch([&](comm::Backend& b) { return b.recv(tensors, src, kDataTag + 1 + tag); });
+    return call.work({w}, copy_back(data, tensor));
+  }
+  // The offer's receive is posted here, in call order, so the k-th irecv
+  // from src with this tag gets the k-th offer.
+  std::vector<at::Tensor> offer{at::zeros({2}, at::kLong)};
+  auto offered = call.launch([&](comm::Backend& b) { return b.recv(offer, src, kOfferTag + tag); });
+  std::shared_ptr<comm::P2pChannel> channel = p2p_channel(*call.impl, src, tag);
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(channel->mutex);
+    ticket = channel->issued++;
+  }
+  struct Pending {
+    std::thread thread;
+    comm::C10dWorkPtr received;
+    std::exception_ptr error;
+  };
+  auto pending = std::make_shared<Pending>();
+  const std::string what = call.what + ": recv from rank " + std::to_string(src);
+  const std::string mine = comm::describe_tensor(tensor);
+  const auto timeout = call.timeout();
+  const auto type = static_cast<int64_t>(tensor.scalar_type());
+  const int64_t numel = tensor.numel();
+  pending->thread = std::thread([call, offer, offered, channel, ticket, pending, tensors, what, mine, timeout, type,
+                                 numel, src, tag]() mutable {
+    std::string failure;
+    bool matched = false;
+    try {
+      offered->wait(timeout);
+      const at::Tensor o = offer[0];
+      const int64_t their_type = o[0].item<int64_t>(), their_numel = o[1].item<int64_t>();
+      matched = their_type == type && their_numel == numel;
+      std::vector<at::Tensor> answer{at::tensor({int64_t(matched ? 1 : 0), type, numel}, at::kLong)};
+      call.launch([&](comm::Backend& b) { return b.send(answer, src, kAnswerTag + tag); })->wait(timeout);
+      if (!matched) {
+        failure = what + ": the sender sends " + comm::dtype_name(static_cast<at::ScalarType>(their_type)) +
+                  " with " + std::to_string(their_numel) + " elements, this rank expects " + mine;
+      }
+    } catch (const std::exception& e) {
+      failure = what + " failed: " + comm::message_of(e);
+    }
+    // Post the data's receive in turn (or fail, and fail the later ones).
+    std::unique_lock<std::mutex> lock(channel->mutex);
+    if (!channel->turn.wait_for(lock, timeout, [&] { return channel->posted == ticket; })) {
+      pending->error = std::make_exception_ptr(CommError(what + ": timed out behind an earlier receive"));
+      return;
+    }
+    try {
+      if (!channel->broken.empty()) {
+        failure = what + ": not received, as an earlier message from rank " + std::to_string(src) +
+                  " with tag " + std::to_string(tag) + " failed (" + channel->broken + ")";
+      } else if (!failure.empty()) {
+        channel->broken = failure;
+      } else if (numel > 0) {
+        pending->received = call.launch([&](comm::Backend& b) { return b.recv(tensors, src, kDataTag + 1 + tag); });
+      }
+    } catch (const std::exception& e) {
+      failure = what + " failed: " + comm::message_of(e);
+      channel->broken = failure;
+    }
+    ++channel->posted;
+    channel->turn.notify_all();
+    if (!failure.empty()) pending->error = std::make_exception_ptr(CommError(failure));
+  });
+  std::function<void()> copy = copy_back(data, tensor);
+  return call.work({}, [pending, data, copy, what, timeout] {
+    if (pending->thread.joinable()) pending->thread.join();
+    if (pending->error) std::rethrow_exception(pending->error);
+    if (pending->received) {
+      try {
+        pending->received->wait(timeout);
+      } catch (const std::exception& e) {
+        throw CommError(what + " failed: " + comm::message_of(e));
+      }
+    }
+    if (copy) copy();
+  });
 }
 
 // ---------------------------------------------------------------- barrier

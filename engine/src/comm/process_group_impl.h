@@ -7,9 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bagua::comm {
@@ -48,6 +51,19 @@ std::string format_ranks(const std::vector<int>& ranks);
 
 namespace bagua {
 
+namespace comm {
+// The messages one sender sends this rank with one tag through checked
+// isend/irecv (collectives.cpp): their data receives are posted in the
+// order of the irecv calls, whichever thread checks each offer first.
+struct P2pChannel {
+  std::mutex mutex;
+  std::condition_variable turn;
+  uint64_t issued = 0;  // irecv calls so far
+  uint64_t posted = 0;  // of those, settled (data receive posted, or failed)
+  std::string broken;   // set by a mismatch: why no later message can be received
+};
+}  // namespace comm
+
 struct ProcessGroup::Impl {
   std::shared_ptr<comm::World> world;
   comm::BackendPtr backend;  // null when this process is not a member
@@ -58,6 +74,9 @@ struct ProcessGroup::Impl {
   std::atomic<bool> verify{true};
   int duplicates = 0;  // duplicate() calls so far (same on every member)
   std::atomic<int64_t> bytes_sent{0};  // see ProcessGroup::bytes_sent()
+
+  std::mutex p2p_mutex;
+  std::map<std::pair<int, int>, std::shared_ptr<comm::P2pChannel>> p2p_channels;  // by (source rank, tag)
 
   std::mutex sub_mutex;
   std::shared_ptr<ProcessGroup> intra;  // null: not created yet
