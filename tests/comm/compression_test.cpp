@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace bagua::comm {
@@ -332,6 +333,42 @@ TEST(MinMaxUInt8, FusedDecompressAddIsBitwiseDecompressThenAdd) {
       strided.copy_(base);
       MinMaxUInt8::decompress_add(z, strided, chunks);
       ASSERT_TRUE(at::equal(strided, want));
+    }
+  }
+}
+
+// The ranged forms, which consume an exchange piece by piece: any range of
+// values gets the bits the whole call gives there, and reads nothing
+// outside the header and the range's bytes (the rest is poisoned here).
+TEST(MinMaxUInt8, RangedDecompressionGivesTheWholeCallsBitsAndReadsOnlyItsBytes) {
+  for (int64_t n : {1, 7, 100003}) {
+    for (int parts : {1, 2, 3}) {
+      std::vector<at::Tensor> packed;
+      for (int k = 0; k < parts; ++k) {
+        packed.push_back(MinMaxUInt8::compress(random_values(n, static_cast<uint64_t>(n * 7 + k)), 1));
+      }
+      at::Tensor whole_sum = at::empty({n}), whole = at::empty({n});
+      MinMaxUInt8::decompress_sum(packed, whole_sum, true);
+      MinMaxUInt8::decompress(packed[0], whole, 1);
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, n}, {0, 1}, {n / 3, n / 2 + 1}, {n - 1, n}, {n, n}}) {
+        std::vector<at::Tensor> poisoned;
+        for (const auto& p : packed) {
+          at::Tensor q = p.clone();
+          const int64_t h = MinMaxUInt8::kHeaderBytes;
+          q.narrow(0, h, begin).fill_(0xAB);
+          q.narrow(0, h + end, q.numel() - h - end).fill_(0xCD);
+          poisoned.push_back(q);
+        }
+        at::Tensor sum = at::full({end - begin}, 7.0f), one = at::full({end - begin}, 7.0f);
+        MinMaxUInt8::decompress_sum_range(poisoned, n, begin, sum, true);
+        MinMaxUInt8::decompress_range(poisoned[0], n, begin, one);
+        ASSERT_TRUE(at::equal(sum, whole_sum.narrow(0, begin, end - begin))) << n << " " << begin << " " << end;
+        ASSERT_TRUE(at::equal(one, whole.narrow(0, begin, end - begin))) << n << " " << begin << " " << end;
+      }
+      at::Tensor past = at::empty({2});
+      EXPECT_THROW(MinMaxUInt8::decompress_range(packed[0], n, n - 1, past), bagua::InvalidArgument);
+      at::Tensor as_double = at::empty({1}, at::kDouble);
+      EXPECT_THROW(MinMaxUInt8::decompress_sum_range(packed, n, 0, as_double, false), bagua::InvalidArgument);
     }
   }
 }

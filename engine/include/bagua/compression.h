@@ -79,6 +79,16 @@ class MinMaxUInt8 {
   // scatter-reduce of ByteGrad and QAdam).
   static void decompress_sum(const std::vector<at::Tensor>& parts, at::Tensor& out, bool average);
 
+  // decompress() and decompress_sum() of a range of values only, for
+  // consuming a compressed exchange piece by piece as its bytes land: `out`
+  // (float32, contiguous, on the CPU) receives values [begin, begin +
+  // out.numel()) of one-chunk compressed forms of `numel` values, bitwise
+  // what the whole call gives there. Only each form's header and the
+  // range's bytes are read.
+  static void decompress_range(const at::Tensor& compressed, int64_t numel, int64_t begin, at::Tensor& out);
+  static void decompress_sum_range(const std::vector<at::Tensor>& parts, int64_t numel, int64_t begin,
+                                   at::Tensor& out, bool average);
+
   // The index of the first chunk of `compressed` (numel values in `chunks`
   // chunks) that held a NaN or an infinity, or -1 when none did. Reads only
   // the headers (for a CUDA tensor: a copy of chunks x 8 bytes to the host,

@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 
 namespace bagua::algorithms {
@@ -35,9 +36,15 @@ struct LowPrecisionWorkspace {
 // no cut when all its members share one. `first_slot_to_all`: send's first slot goes
 // to every rank (an allgather), whatever its other slots hold (filled with
 // copies of it only when the alltoall is not cut).
+// `landed(offset, len)`, when given, is called once bytes [offset, offset +
+// len) of every slot are in `recv`, in order, while the next piece is
+// already on the wire (one call for the whole slot when not cut), so that
+// the caller's work on them overlaps the transfer.
 constexpr int64_t kAlltoallPieceBytes = int64_t{1} << 19;
+using PieceLanded = std::function<void(int64_t offset, int64_t len)>;
 void alltoall_in_pieces(at::Tensor& send, at::Tensor& recv, int64_t stride, const ProcessGroupPtr& group,
-                        LowPrecisionWorkspace& ws, int64_t piece = 0, bool first_slot_to_all = false);
+                        LowPrecisionWorkspace& ws, int64_t piece = 0, bool first_slot_to_all = false,
+                        const PieceLanded& landed = nullptr);
 
 // Over `group` of n ranks, in place on `flat` (1-D, contiguous, floating):
 //   1. cut flat into n chunks, compress each (its own min/max);

@@ -303,11 +303,15 @@ void compress_chunk_cpu(const float* in, int64_t n, int64_t padded, uint8_t* out
 
 // out = decompressed chunks (+ out when accumulate) [/ divisor]: the chunks
 // are one-chunk compressed forms of n values each.
+// `first`: the chunks' values from `first` on (out[0] gets value first).
 void dequantise_chunks_cpu(const std::vector<const uint8_t*>& chunks, int64_t n, bool accumulate, float divisor,
-                           float* out) {
+                           float* out, int64_t first = 0) {
   std::vector<Source> sources;
   sources.reserve(chunks.size());
-  for (const uint8_t* c : chunks) sources.push_back(minmax_layout::levels_of(c));
+  for (const uint8_t* c : chunks) {
+    sources.push_back(minmax_layout::levels_of(c));
+    sources.back().bytes += first;
+  }
   at::parallel_for(0, n, 1 << 15, [&](int64_t b, int64_t e) {
     dequantise_sum_range(sources, b, e, accumulate, divisor, out);
   });
@@ -525,6 +529,42 @@ void MinMaxUInt8::decompress_sum(const std::vector<at::Tensor>& parts, at::Tenso
     chunks.push_back(held.back().data_ptr<uint8_t>());
   }
   dequantise_chunks_cpu(chunks, numel, false, average ? static_cast<float>(n) : 0.0f, out.data_ptr<float>());
+}
+
+namespace {
+void check_range(const char* what, const std::vector<at::Tensor>& parts, int64_t numel, int64_t begin,
+                 const at::Tensor& out) {
+  if (!out.defined() || !out.is_cpu() || out.scalar_type() != at::kFloat || !out.is_contiguous()) {
+    throw InvalidArgument(std::string("MinMaxUInt8::") + what + ": `out` must be a contiguous float32 CPU tensor");
+  }
+  if (begin < 0 || begin + out.numel() > numel) {
+    throw InvalidArgument(std::string("MinMaxUInt8::") + what + ": values [" + std::to_string(begin) + ", " +
+                          std::to_string(begin + out.numel()) + ") are outside [0, " + std::to_string(numel) + ")");
+  }
+  for (size_t k = 0; k < parts.size(); ++k) {
+    check_compressed(std::string(what) + ": part " + std::to_string(k), parts[k], out.device(), numel, 1);
+  }
+}
+}  // namespace
+
+void MinMaxUInt8::decompress_range(const at::Tensor& compressed, int64_t numel, int64_t begin, at::Tensor& out) {
+  check_range("decompress_range", {compressed}, numel, begin, out);
+  at::Tensor src = compressed.contiguous();
+  dequantise_chunks_cpu({src.data_ptr<uint8_t>()}, out.numel(), false, 0.0f, out.data_ptr<float>(), begin);
+}
+
+void MinMaxUInt8::decompress_sum_range(const std::vector<at::Tensor>& parts, int64_t numel, int64_t begin,
+                                       at::Tensor& out, bool average) {
+  if (parts.empty()) throw InvalidArgument("MinMaxUInt8::decompress_sum_range: no parts");
+  check_range("decompress_sum_range", parts, numel, begin, out);
+  std::vector<at::Tensor> held;  // contiguous parts, alive for the loop
+  std::vector<const uint8_t*> chunks;
+  for (const auto& p : parts) {
+    held.push_back(p.contiguous());
+    chunks.push_back(held.back().data_ptr<uint8_t>());
+  }
+  const float divisor = average ? static_cast<float>(parts.size()) : 0.0f;
+  dequantise_chunks_cpu(chunks, out.numel(), false, divisor, out.data_ptr<float>(), begin);
 }
 
 int64_t MinMaxUInt8::first_non_finite_chunk(const at::Tensor& compressed, int64_t numel, int64_t chunks) {
