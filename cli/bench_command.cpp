@@ -16,7 +16,8 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 #include <bagua/recipe.h>
-#include <bagua/trainer.h>
+#include <bagua/preflight.h>
+#include <bagua/preflight.h>
 
 #include <unistd.h>
 

@@ -152,6 +152,26 @@ TEST_F(Bench, ARecipeBringsItsModelDataAndBatchSize) {
   EXPECT_GT(entry(report, "gradient_allreduce")["samples_per_s"].get<double>(), 0);
 }
 
+// bucket_size: auto is measured as bagua run trains it: tuned during the
+// warm-up (however short --warmup is), its choice reported; an algorithm
+// that keeps state per bucket, which cannot tune, is measured untuned.
+TEST_F(Bench, ARecipesAutoBucketSizeIsTunedAsTheRunTunesIt) {
+  const fs::path out = dir_ / "bench.json";
+  RunOutcome r = bagua_bench(kSource + "/recipes/fashion-mnist-mlp.yaml --set algorithm.bucket_size=auto "
+                             "--algorithm gradient_allreduce --algorithm decentralized --algorithm low_precision_decentralized "
+                             "--steps 2 "
+                             "--rounds 1 --warmup 1 --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = read_json(out);
+  for (const char* tuned : {"gradient_allreduce", "decentralized"}) {
+    const json& e = entry(report, tuned);
+    ASSERT_TRUE(e.contains("tuned_bucket_bytes")) << tuned << ": " << e.dump();
+    EXPECT_GT(e["tuned_bucket_bytes"].get<int64_t>(), 0) << tuned;
+  }
+  EXPECT_FALSE(entry(report, "low_precision_decentralized").contains("tuned_bucket_bytes"));
+  EXPECT_FALSE(entry(report, "local").contains("tuned_bucket_bytes"));
+}
+
 TEST_F(Bench, BadFlagsAreRefusedBeforeAnythingStarts) {
   struct Case {
     std::string args, message;

@@ -71,7 +71,7 @@ class CheckpointIntegrity : public ::testing::Test {
     weight_.fill_(value);
     bagua::train::SaveCheckpointOptions o;
     o.dir = dir_.string();
-    o.position = Position{step, 0, step};
+    o.meta.position = Position{step, 0, step};
     o.recipe = &recipe_;
     o.parameters = params_;
     o.optimizers = optimizers_;
@@ -83,9 +83,9 @@ class CheckpointIntegrity : public ::testing::Test {
   // The step resumed from and the weights loaded (nothing: no checkpoint).
   std::optional<std::pair<int64_t, float>> resume() {
     weight_.fill_(-1);
-    auto pos = bagua::train::resume_checkpoint(dir_.string(), "", params_, {}, optimizers_, group_);
-    if (!pos) return std::nullopt;
-    return std::make_pair(pos->step, weight_[0][0].item<float>());
+    auto resumed = bagua::train::resume_checkpoint(dir_.string(), "", params_, {}, optimizers_, group_);
+    if (!resumed) return std::nullopt;
+    return std::make_pair(resumed->meta.position.step, weight_[0][0].item<float>());
   }
 
   fs::path step_dir(int64_t step) const {

@@ -1,5 +1,5 @@
-// The training run a recipe describes, as one worker executes it, and the
-// checks `bagua run` makes before it starts any worker.
+// The training run a recipe describes, as one worker executes it (the
+// checks `bagua run` makes before it starts any worker: bagua/preflight.h).
 //
 // run_worker() joins the process group (torchrun's variables must be set),
 // loads the TorchScript model and the data, builds the optimizers, the
@@ -16,8 +16,6 @@
 
 namespace bagua {
 
-class SharedData;  // bagua/data.h
-
 struct TrainOutcome {
   int64_t steps = 0;                    // optimizer steps done in all (resumed ones included)
   int64_t epochs_completed = 0;
@@ -30,15 +28,5 @@ struct TrainOutcome {
 };
 
 TrainOutcome run_worker(const Recipe& recipe);
-
-// Throws a user Error naming the recipe key when the recipe asks for
-// something this build cannot run yet.
-void check_supported(const Recipe& recipe);
-
-// Checks every data source of the recipe without loading it
-// (check_dataset()), so bad data fails before any worker starts (throws
-// DataError naming file and line or record). With `share`, IDX images are
-// kept in memory for the workers to map (SharedData, bagua/data.h).
-void check_data(const Recipe& recipe, SharedData* share = nullptr);
 
 }  // namespace bagua

@@ -137,6 +137,7 @@ json summarize_bench(json raw) {
     json s;
     s["name"] = c["name"];
     s["kwargs"] = c["kwargs"];
+    if (c.contains("tuned_bucket_bytes")) s["tuned_bucket_bytes"] = c["tuned_bucket_bytes"];
     s["step_time_s"] = step;
     s["step_time_p10_s"] = ranks.empty() ? 0 : ranks[slowest]["step_time_p10_s"].get<double>();
     s["step_time_p90_s"] = ranks.empty() ? 0 : ranks[slowest]["step_time_p90_s"].get<double>();

@@ -9,6 +9,7 @@
 
 #include "train/components.h"
 #include "train/worker_environment.h"
+#include "train/worker_options.h"
 
 #include <dirent.h>
 #include <linux/tcp.h>
@@ -179,7 +180,17 @@ struct Contender {
   // finite (async ranks cannot wait for each other).
   bool agreed_check = false;
   bool diverged = false;  // a non-finite loss on some rank: no more steps
+  bool tunes_buckets = false;  // bucket_size: auto: the warm-up lasts until the module has chosen
 };
+
+// The figures each rank gathers per contender (gather_figures()).
+enum Field {
+  kMedian, kP10, kP90, kSamplesPerS, kCounted, kWireSent, kWireRecv, kFirstLoss, kLastLoss, kDiverged,
+  kRoundsCommunicated, kFields
+};
+
+// The most warm-up steps bucket_size: auto may add while the module tunes.
+constexpr int64_t kMaxTuningSteps = 200;
 
 class BenchWorker {
  public:
@@ -190,6 +201,10 @@ class BenchWorker {
   void setup();
   void build(Contender& c);
   double step(Contender& c, bool measured);
+  void warm_up(Contender& c);
+  void run_round(int64_t round);
+  at::Tensor gather_figures();
+  nlohmann::json summary(const at::Tensor& all) const;
   void progress(const std::string& what);
 
   const BenchSpec& spec_;
@@ -218,15 +233,9 @@ void BenchWorker::setup() {
   }
   // The worker's environment as bagua run builds it: the same device,
   // backend, timeout and threads for the same recipe.
-  train::JoinOptions join;
-  if (recipe_) {
-    join.backend = recipe_->distributed.backend;
-    join.timeout = std::chrono::seconds(recipe_->distributed.timeout_s);
-    join.threads = recipe_->train.threads;
-  }
   const at::Device device =
       train::choose_device(recipe_ ? recipe_->train.device : Device::kAuto, train::local_rank_from_env());
-  env_ = train::WorkerEnvironment::join(device, join);
+  env_ = train::WorkerEnvironment::join(device, train::join_options(recipe_ ? &*recipe_ : nullptr));
   device_ = env_.device;
   rank_ = env_.rank;
   world_ = env_.world;
@@ -338,12 +347,12 @@ void BenchWorker::build(Contender& c) {
     // step alone; measure what it does between workers instead.
     c.kwargs["hierarchical"] = false;
   }
-  WithBaguaOptions wopts;
-  if (recipe_) {
-    wopts.do_flatten = recipe_->algorithm.flatten;
-    wopts.bucket_bytes = recipe_->algorithm.bucket_size;
-    wopts.parameters_to_ignore = recipe_->model.ignore_params;
-  }
+  // As bagua run wraps the model (bucket_size: auto tunes during the
+  // warm-up; an algorithm that keeps state per bucket, which cannot tune,
+  // is measured at the default size bagua run would refuse to change).
+  WithBaguaOptions wopts = recipe_ ? train::with_bagua_options(*recipe_) : WithBaguaOptions{};
+  if (algorithm->traits.keeps_bucket_state) wopts.autotune_buckets = false;
+  c.tunes_buckets = wopts.autotune_buckets;
   AlgorithmBuildContext context;
   context.optimizers = c.optimizers;
   c.ddp = with_bagua(c.module, c.optimizers, make_algorithm(c.name, c.kwargs, context), wopts);
@@ -410,68 +419,64 @@ void BenchWorker::progress(const std::string& what) {
   }
 }
 
-nlohmann::json BenchWorker::run() {
-  setup();
-  contenders_.emplace_back("local");
-  for (const auto& a : spec_.algorithms) {
-    if (find_algorithm(a) == nullptr || !algorithm_implemented(a)) {
-      throw InvalidArgument("unknown algorithm '" + a + "'");
-    }
-    contenders_.emplace_back(a);
+// Unmeasured steps: the local contender first, to calibrate a straggler;
+// with bucket_size: auto, until the module has chosen its buckets (so the
+// rounds measure the tuned size, as the run trains with it).
+void BenchWorker::warm_up(Contender& c) {
+  if (c.background) c.ddp->resume_background();
+  std::vector<double> seconds;
+  const AlgorithmDescriptor* d = find_algorithm(c.name);
+  const int64_t warmup = d && d->traits.needs_qadam_optimizer ? qadam_warmup(spec_.warmup) : spec_.warmup;
+  for (int64_t i = 0; (i < warmup || (c.tunes_buckets && !c.ddp->autotune_result() && i < kMaxTuningSteps)) &&
+                      !c.diverged;
+       ++i) {
+    seconds.push_back(step(c, false));
   }
-  for (auto& c : contenders_) build(c);
-  units_total_ = static_cast<int64_t>(contenders_.size()) * (1 + spec_.rounds);
+  if (c.background) c.ddp->pause_background();
+  if (c.name == "local" && rank_ == spec_.straggler_rank && spec_.straggler_factor > 1) {
+    // The first steps pay for first-touch allocations; skip them when there are enough.
+    if (seconds.size() > 2) seconds.erase(seconds.begin());
+    straggler_sleep_ = (spec_.straggler_factor - 1) * quantile(seconds, 0.5);
+  }
+  barrier(control_);
+  progress("warm-up " + c.name);
+}
 
-  // Warm-up: every contender; the local one first, to calibrate a straggler.
-  for (auto& c : contenders_) {
+// One measured round: every contender in turn (the order reversed every
+// other round), `steps` steps each.
+void BenchWorker::run_round(int64_t round) {
+  std::vector<size_t> order(contenders_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = round % 2 == 0 ? i : order.size() - 1 - i;
+  for (size_t i : order) {
+    Contender& c = contenders_[i];
+    if (c.diverged) continue;
+    if (round + 1 == spec_.rounds) c.last_losses.clear();
     if (c.background) c.ddp->resume_background();
-    std::vector<double> seconds;
-    const AlgorithmDescriptor* d = find_algorithm(c.name);
-    const int64_t warmup = d && d->traits.needs_qadam_optimizer ? qadam_warmup(spec_.warmup) : spec_.warmup;
-    for (int64_t i = 0; i < warmup && !c.diverged; ++i) seconds.push_back(step(c, false));
-    if (c.background) c.ddp->pause_background();
-    if (c.name == "local" && rank_ == spec_.straggler_rank && spec_.straggler_factor > 1) {
-      // The first steps pay for first-touch allocations; skip them when there are enough.
-      if (seconds.size() > 2) seconds.erase(seconds.begin());
-      straggler_sleep_ = (spec_.straggler_factor - 1) * quantile(seconds, 0.5);
-    }
     barrier(control_);
-    progress("warm-up " + c.name);
-  }
-
-  for (int64_t round = 0; round < spec_.rounds; ++round) {
-    std::vector<size_t> order(contenders_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = round % 2 == 0 ? i : order.size() - 1 - i;
-    for (size_t i : order) {
-      Contender& c = contenders_[i];
-      if (c.diverged) continue;
-      if (round + 1 == spec_.rounds) c.last_losses.clear();
-      if (c.background) c.ddp->resume_background();
-      barrier(control_);
-      const int64_t counted0 = c.ddp ? c.ddp->bytes_sent() : 0;
-      const WireBytes wire0 = tcp_bytes_of_this_process();
-      for (int64_t s = 0; s < spec_.steps && !c.diverged; ++s) {
-        const double t = step(c, true);
-        if (!c.diverged) c.step_seconds.push_back(t);
-      }
-      const WireBytes wire1 = tcp_bytes_of_this_process();
-      if (c.background) c.ddp->pause_background();
-      const int64_t counted = (c.ddp ? c.ddp->bytes_sent() : 0) - counted0;
-      c.counted_bytes += counted;
-      // (Async's resume and pause exchange a few bytes of their own.)
-      if (counted >= params_count_ / 25) ++c.rounds_communicated;
-      c.wire.sent += wire1.sent - wire0.sent;
-      c.wire.received += wire1.received - wire0.received;
-      barrier(control_);
-      std::ostringstream what;
-      what << "round " << round + 1 << "/" << spec_.rounds << " " << c.name << ": " << quantile(c.step_seconds, 0.5)
-           << " s/step";
-      progress(what.str());
+    const int64_t counted0 = c.ddp ? c.ddp->bytes_sent() : 0;
+    const WireBytes wire0 = tcp_bytes_of_this_process();
+    for (int64_t s = 0; s < spec_.steps && !c.diverged; ++s) {
+      const double t = step(c, true);
+      if (!c.diverged) c.step_seconds.push_back(t);
     }
+    const WireBytes wire1 = tcp_bytes_of_this_process();
+    if (c.background) c.ddp->pause_background();
+    const int64_t counted = (c.ddp ? c.ddp->bytes_sent() : 0) - counted0;
+    c.counted_bytes += counted;
+    // (Async's resume and pause exchange a few bytes of their own.)
+    if (counted >= params_count_ / 25) ++c.rounds_communicated;
+    c.wire.sent += wire1.sent - wire0.sent;
+    c.wire.received += wire1.received - wire0.received;
+    barrier(control_);
+    std::ostringstream what;
+    what << "round " << round + 1 << "/" << spec_.rounds << " " << c.name << ": " << quantile(c.step_seconds, 0.5)
+         << " s/step";
+    progress(what.str());
   }
+}
 
-  // Every rank's figures to rank 0: one row per contender.
-  enum Field { kMedian, kP10, kP90, kSamplesPerS, kCounted, kWireSent, kWireRecv, kFirstLoss, kLastLoss, kDiverged, kRoundsCommunicated, kFields };
+// Every rank's figures to every rank: one row per contender.
+at::Tensor BenchWorker::gather_figures() {
   at::Tensor mine = torch::zeros({static_cast<int64_t>(contenders_.size()), kFields}, torch::kDouble);
   for (size_t i = 0; i < contenders_.size(); ++i) {
     const Contender& c = contenders_[i];
@@ -495,10 +500,33 @@ nlohmann::json BenchWorker::run() {
   }
   at::Tensor all = torch::zeros({world_, mine.size(0), kFields}, torch::kDouble);
   allgather(mine, all, control_);
+  return all;
+}
+
+nlohmann::json BenchWorker::run() {
+  setup();
+  contenders_.emplace_back("local");
+  for (const auto& a : spec_.algorithms) {
+    if (find_algorithm(a) == nullptr || !algorithm_implemented(a)) {
+      throw InvalidArgument("unknown algorithm '" + a + "'");
+    }
+    contenders_.emplace_back(a);
+  }
+  for (auto& c : contenders_) build(c);
+  units_total_ = static_cast<int64_t>(contenders_.size()) * (1 + spec_.rounds);
+
+  for (auto& c : contenders_) warm_up(c);
+  for (int64_t round = 0; round < spec_.rounds; ++round) run_round(round);
+
+  const at::Tensor all = gather_figures();
   barrier(control_);
   if (tty_ != nullptr) std::fclose(tty_);
   if (rank_ != 0) return nullptr;
+  return summary(all);
+}
 
+// Rank 0's JSON of every rank's figures (gather_figures()).
+nlohmann::json BenchWorker::summary(const at::Tensor& all) const {
   nlohmann::json out;
   out["world_size"] = world_;
   out["nodes"] = nodes_;
@@ -515,6 +543,9 @@ nlohmann::json BenchWorker::run() {
     nlohmann::json c;
     c["name"] = contenders_[i].name;
     c["kwargs"] = contenders_[i].kwargs;
+    // bucket_size: auto's choice (the same on every rank), as the run would train with it.
+    const auto& ddp = contenders_[i].ddp;
+    if (ddp && ddp->autotune_result()) c["tuned_bucket_bytes"] = ddp->autotune_result()->chosen_bucket_bytes;
     c["ranks"] = nlohmann::json::array();
     for (int r = 0; r < world_; ++r) {
       auto row = all[r][static_cast<int64_t>(i)];

@@ -322,11 +322,11 @@ void destroy_at_exit() {
 }
 }  // namespace
 
-void init_process_group(const InitOptions& options) {
-  auto& g = comm::global();
-  std::lock_guard<std::mutex> lock(g.mutex);
-  if (g.world) throw RepeatedInitializationError();
+namespace {
 
+// The world torchrun's variables describe (every problem with them at once
+// in one ConfigError), with the master's address and port.
+std::shared_ptr<comm::World> world_from_env(const InitOptions& options, std::string* addr, int* port_out) {
   std::vector<std::string> problems;
   auto rank = comm::read_int("RANK", true, problems);
   auto world_size = comm::read_int("WORLD_SIZE", true, problems);
@@ -371,6 +371,59 @@ void init_process_group(const InitOptions& options) {
   if (const char* v = std::getenv("BAGUA_VERIFY_COLLECTIVES"); v && std::string(v) == "0") {
     world->verify_default = false;
   }
+  *addr = addr_raw;
+  *port_out = static_cast<int>(*port);
+  world->loopback_only = comm::is_loopback(*addr);
+  return world;
+}
+
+// The rendezvous store at addr:port (served by rank 0 unless a launcher
+// serves it), then Gloo's interface: the user's GLOO_SOCKET_IFNAME, else the
+// one that routes to the master (bagua's launcher sets GLOO_SOCKET_IFNAME to
+// it, and says so, for its workers); keys scoped to the launcher's restart
+// attempt where the store outlives attempts, so a restarted node never meets
+// (or counts) a worker of a previous attempt (comm::rendezvous_scope()).
+void connect(comm::World& world, const std::string& addr, int port) {
+  try {
+    // Under a launcher that serves the store itself (bagua run, torchrun's
+    // agent), rank 0 is one more client.
+    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    const bool agent_store = agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1");
+    world.store = comm::make_tcp_store(addr, port, world.rank == 0 && !agent_store, world.world_size, world.timeout);
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (world.rank == 0) {
+      throw CommError("rank 0 could not serve the rendezvous store on " + addr + ":" + std::to_string(port) +
+                      " (is MASTER_PORT already in use?): " + why);
+    }
+    throw CommError("could not reach the rendezvous store at " + addr + ":" + std::to_string(port) + " within " +
+                    comm::format_seconds(world.timeout) +
+                    " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
+  }
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    world.gloo_interface = ifname;
+  } else if (!world.loopback_only) {
+    const comm::NetworkRoute route = comm::route_to(addr, port);
+    world.gloo_interface = route.interface;
+    if (world.local_rank == 0) {
+      std::fprintf(stderr, "bagua: node %d: Gloo uses %s\n", world.node_rank, comm::describe_route(route, addr).c_str());
+    }
+  }
+  if (const std::string scope = comm::rendezvous_scope(); !scope.empty()) {
+    world.store = comm::make_prefix_store(scope, world.store);
+  }
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& options) {
+  auto& g = comm::global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  if (g.world) throw RepeatedInitializationError();
+
+  std::string addr;
+  int port = 0;
+  std::shared_ptr<comm::World> world = world_from_env(options, &addr, &port);
   std::string backend = options.backend;
   if (const char* b = std::getenv("BAGUA_BACKEND"); b && *b) backend = b;
   if (backend != "auto" && backend != "gloo" && backend != "nccl") {
@@ -386,45 +439,7 @@ void init_process_group(const InitOptions& options) {
                       " workers (NCCL cannot put two ranks on one GPU); use backend gloo, which takes CUDA "
                       "tensors too, or fewer workers per node");
   }
-  std::string addr = addr_raw;
-  world->loopback_only = comm::is_loopback(addr);
-
-  try {
-    // Under a launcher that serves the store itself (bagua run, torchrun's
-    // agent), rank 0 is one more client.
-    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    const bool agent_store = agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1");
-    world->store = comm::make_tcp_store(addr, static_cast<int>(*port), world->rank == 0 && !agent_store,
-                                        world->world_size, world->timeout);
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    if (world->rank == 0) {
-      throw CommError("rank 0 could not serve the rendezvous store on " + addr + ":" +
-                      std::to_string(*port) + " (is MASTER_PORT already in use?): " + why);
-    }
-    throw CommError("could not reach the rendezvous store at " + addr + ":" +
-                    std::to_string(*port) + " within " +
-                    comm::format_seconds(world->timeout) + " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
-  }
-  // Gloo binds where the peers can reach it: the user's GLOO_SOCKET_IFNAME,
-  // else the interface that routes to the master (bagua's launcher sets
-  // GLOO_SOCKET_IFNAME to it, and says so, for its workers).
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-    world->gloo_interface = ifname;
-  } else if (!world->loopback_only) {
-    const comm::NetworkRoute route = comm::route_to(addr, static_cast<int>(*port));
-    world->gloo_interface = route.interface;
-    if (world->local_rank == 0) {
-      std::fprintf(stderr, "bagua: node %d: Gloo uses %s\n", world->node_rank,
-                   comm::describe_route(route, addr).c_str());
-    }
-  }
-  // Keys are scoped to the launcher's restart attempt where the store
-  // outlives attempts, so a restarted node never meets (or counts) a worker
-  // of a previous attempt (comm::rendezvous_scope()).
-  if (const std::string scope = comm::rendezvous_scope(); !scope.empty()) {
-    world->store = comm::make_prefix_store(scope, world->store);
-  }
+  connect(*world, addr, port);
   if (backend == "auto") {
     world->store->set("bagua/owns_gpu/" + std::to_string(world->rank),
                       std::vector<uint8_t>{static_cast<uint8_t>(owns_gpu ? 1 : 0)});

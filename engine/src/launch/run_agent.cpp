@@ -6,7 +6,7 @@
 #include <bagua/errors.h>
 #include <bagua/redis_server.h>
 #include <bagua/system.h>
-#include <bagua/trainer.h>
+#include <bagua/preflight.h>
 
 #include "comm/c10d_compat.h"
 #include "launch/elastic_rendezvous.h"

@@ -12,10 +12,11 @@
 #include <bagua/data.h>
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
-#include <bagua/trainer.h>
+#include <bagua/preflight.h>
 
 #include "comm/verify.h"
 #include "train/components.h"
+#include "train/resume.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -150,27 +151,11 @@ std::string plan_dtype_name(c10::ScalarType dtype) { return comm::dtype_name(dty
 
 // ---------------------------------------------------------------- make_plan
 
-Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
-  Plan plan;
-  plan.recipe_name = recipe.name;
-  plan.recipe_source = recipe.source;
+namespace {
 
-  // The world, as the launcher numbers it: node i holds ranks i L .. i L + L - 1.
-  PlanWorld& world = plan.world;
-  world.nnodes = recipe.distributed.nnodes;
-  world.nproc_per_node = recipe.distributed.nproc_per_node;
-  world.world_size = world.nnodes * world.nproc_per_node;
-  for (int node = 0; node < world.nnodes; ++node) world.node_leaders.push_back(node * world.nproc_per_node);
-  world.backend = resolve_backend(recipe, options, &world.device);
-
-  // What bagua run would refuse is worth saying, not failing on: a plan may
-  // be made on a machine other than the one that will run it.
-  try {
-    check_supported(recipe);
-  } catch (const Error& e) {
-    plan.notes.push_back(std::string("bagua run would refuse this recipe here: ") + e.what());
-  }
-
+// The parameters and buffers of the model (loaded only for their list),
+// which are ignored, which optimizer takes each, and their totals.
+void plan_parameters(const Recipe& recipe, Plan& plan) {
   // The model, only for its parameter and buffer list.
   torch::jit::Module module;
   try {
@@ -241,7 +226,14 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
     d.bytes += p.bytes;
   }
   for (const auto& [t, d] : dtypes) params.dtypes.push_back(d);
+}
 
+// The recipe's algorithm, then every algorithm of the catalog at its
+// defaults and the variants its descriptor names, over the buckets the
+// module would build.
+void plan_algorithms(const Recipe& recipe, Plan& plan) {
+  const PlanParameters& params = plan.parameters;
+  const PlanWorld& world = plan.world;
   // The tensors BaguaModule registers (AlgorithmImpl::init_tensors and
   // weight_tensors: the build parameters, last first).
   std::vector<BaguaTensor> registered;
@@ -280,7 +272,10 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
       plan.alternatives.push_back(plan_algorithm(ctx, d.name, kw));
     }
   }
+}
 
+void plan_memory(const Recipe& recipe, Plan& plan) {
+  const PlanParameters& params = plan.parameters;
   // Memory per worker (rank 0: a node leader, which holds the most).
   PlanMemory& mem = plan.memory;
   mem.parameters = params.bytes;
@@ -302,8 +297,12 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
   }
   mem.algorithm_buffers = a.buffer_bytes;
   mem.transient = a.transient_bytes;
+}
 
-  // Data and steps, as the trainer computes them (Worker::plan()).
+// Data and steps, counted as the trainer counts them (train/resume.h).
+void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
+  const PlanWorld& world = plan.world;
+  PlanMemory& mem = plan.memory;
   PlanSteps& steps = plan.steps;
   // train.global_batch_size: the per-worker batch it gives (the larger,
   // when the workers do not divide it).
@@ -327,27 +326,55 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
     steps.known = true;
     steps.train_samples = train->size();
     steps.samples_per_worker = sampler->samples_per_rank(0);
-    steps.per_epoch = sampler->num_batches(0);
-    if (recipe.data.sampler.batch_complexity) {
-      // Variable-size batches: the first epoch's, as the trainer counts them.
-      auto first = sampler->batches(0, 0);
-      steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
-      steps.total = 0;
-      for (int64_t e = 0; e < steps.epochs; ++e) steps.total += sampler->num_batches(e);
+    train::StepBudgetInput in;
+    in.epochs = recipe.train.epochs;
+    in.max_steps = recipe.train.max_steps;
+    in.variable_batches = recipe.data.sampler.batch_complexity.has_value();
+    in.batches_in_epoch = [&sampler](int64_t e) { return sampler->num_batches(e); };
+    const train::StepBudget budget = train::step_budget(in);
+    steps.per_epoch = budget.per_epoch;
+    steps.total = budget.total;
+    // Rank 0's last batch (a global batch the workers do not divide gives
+    // rank 0 the larger share); the first epoch's, for variable-size batches.
+    const auto first = sampler->batches(0, 0);
+    steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
+    if (in.variable_batches) {
       plan.notes.push_back("variable-size batches (data.sampler.batch_complexity): per_epoch and batch sizes are "
                            "the first epoch's; other epochs differ");
-    } else {
-      // Rank 0's last batch (a global batch the workers do not divide gives
-      // rank 0 the larger share).
-      const auto first = sampler->batches(0, 0);
-      steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
-      steps.total = steps.per_epoch * steps.epochs;
     }
-    if (steps.max_steps) steps.total = std::min(steps.total, *steps.max_steps);
     if (steps.per_epoch == 0) {
       plan.notes.push_back("the training set gives each worker no samples: bagua run would stop before the first step");
     }
   }
+}
+
+}  // namespace
+
+Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
+  Plan plan;
+  plan.recipe_name = recipe.name;
+  plan.recipe_source = recipe.source;
+
+  // The world, as the launcher numbers it: node i holds ranks i L .. i L + L - 1.
+  PlanWorld& world = plan.world;
+  world.nnodes = recipe.distributed.nnodes;
+  world.nproc_per_node = recipe.distributed.nproc_per_node;
+  world.world_size = world.nnodes * world.nproc_per_node;
+  for (int node = 0; node < world.nnodes; ++node) world.node_leaders.push_back(node * world.nproc_per_node);
+  world.backend = resolve_backend(recipe, options, &world.device);
+
+  // What bagua run would refuse is worth saying, not failing on: a plan may
+  // be made on a machine other than the one that will run it.
+  try {
+    check_supported(recipe);
+  } catch (const Error& e) {
+    plan.notes.push_back(std::string("bagua run would refuse this recipe here: ") + e.what());
+  }
+
+  plan_parameters(recipe, plan);
+  plan_algorithms(recipe, plan);
+  plan_memory(recipe, plan);
+  plan_steps(recipe, options, plan);
   return plan;
 }
 

@@ -1,6 +1,7 @@
 // Checkpoints: OUTPUT/checkpoints/step-NNNNNNNN/ with
 //   meta.json            step, epoch, position in the epoch, world size, algorithm, recipe name,
-//                        the run's provenance (bagua/provenance.h)
+//                        the run's provenance (bagua/provenance.h): CheckpointMeta
+//                        (bagua/checkpoint_meta.h), the one spelling of its keys
 //   model.pt             every parameter and buffer, by name (torch::serialize archive):
 //                        rank 0's, or the ranks' average for algorithms that keep one
 //                        model per rank (the trainer passes the averaged weights)
@@ -19,6 +20,7 @@
 // are kept; newer ones are never pruned. A resume verifies the files.
 #pragma once
 
+#include <bagua/checkpoint_meta.h>
 #include <bagua/communication.h>
 #include <bagua/distributed.h>
 #include <bagua/recipe.h>
@@ -31,14 +33,7 @@
 
 namespace bagua::train {
 
-struct Position {
-  int64_t step = 0;            // optimizer steps done
-  int64_t epoch = 0;           // 0-based epoch in progress
-  int64_t batch_in_epoch = 0;  // batches of that epoch already done
-  // Where in the epoch's sample order those batches began: 0, or the
-  // position a resume at another size continued from (Sampler::start_epoch_at).
-  int64_t epoch_start = 0;
-};
+using Position = TrainingPosition;  // bagua/checkpoint_meta.h
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -53,20 +48,6 @@ struct RankState {
   std::function<void(torch::serialize::InputArchive&)> load_algorithm;
 };
 
-// What decides the batches of an epoch: data.batch_size, data.sampler,
-// data.train and the number of training samples. Saved in meta.json; a
-// resume compares it (check_data_plan).
-nlohmann::json data_plan(const Recipe& recipe, int64_t train_samples);
-
-// Throws a user Error listing what differs between the checkpoint's data
-// plan (`saved`, null for checkpoints older than this check) and `now`,
-// unless `allow` (checkpoint.allow_data_change), which only warns. With
-// `reshards` (the sampler continues an epoch from a position in its order,
-// Sampler::can_reshard()) another data.batch_size is not a change of
-// meaning: the resume re-shards from the saved position.
-void check_data_plan(const nlohmann::json& saved, const nlohmann::json& now, const std::string& where, bool allow,
-                     bool reshards = false);
-
 // Writes a TorchScript module to `path` through a temporary file renamed
 // into place, every write checked: a full disk throws a bagua::Error naming
 // the file and leaves no partial model behind.
@@ -74,9 +55,13 @@ void save_module(const torch::jit::Module& module, const std::string& path);
 
 // What save_checkpoint() writes, and where.
 struct SaveCheckpointOptions {
-  std::string dir;      // OUTPUT/checkpoints: the checkpoint becomes DIR/step-NNNNNNNN
-  Position position;    // where training stands (resumes continue from it)
+  std::string dir;                 // OUTPUT/checkpoints: the checkpoint becomes DIR/step-NNNNNNNN
   const Recipe* recipe = nullptr;  // recorded (recipe.resolved.yaml, meta.json)
+  // meta.json: the caller gives the position (resumes continue from it), the
+  // data plan, the progress, the provenance and the tuned bucket size;
+  // save_checkpoint() fills the world size, the recipe's and algorithm's
+  // names, the optimizer count and the files.
+  CheckpointMeta meta;
   // The one model of model.pt (rank 0's; the ranks' average for per-rank
   // algorithms) and the optimizers whose state rank 0 writes.
   NamedTensors parameters, buffers;
@@ -84,13 +69,6 @@ struct SaveCheckpointOptions {
   ProcessGroupPtr group;  // every rank
   int64_t keep = 3;       // checkpoints kept, this one included
   RankState rank;         // what this rank writes of its own
-  nlohmann::json data_plan;         // data_plan(); null: not recorded
-  int64_t tuned_bucket_bytes = 0;  // bucket_size: auto's choice, 0: none
-  nlohmann::json provenance;        // the run's provenance.json; null: not recorded
-  // meta.json's "progress": where the position lies in the epoch's sample
-  // order, the global batch, and the learning-rate schedule's units (what a
-  // resume at another size needs; the trainer fills it); null: not recorded.
-  nlohmann::json progress;
 };
 
 // Collective over `options.group`: every rank calls it at the same step.
@@ -115,19 +93,24 @@ void load_rank_state(const std::string& where, const NamedTensors& parameters, c
 // Error. Rank 0
 // loads the model and optimizer state (with_bagua then broadcasts them;
 // load_rank_state() then restores what is each rank's own). Returns the
-// position to continue from, or nothing when there is no checkpoint.
+// checkpoint chosen, or nothing when there is none.
 // The checkpoint's world size may differ from the group's: `verify` (or the
 // caller) decides whether and how to resume it (re-sharding the data,
 // skipping rank files); what `verify` throws is thrown.
 // Checks a chosen checkpoint's meta.json on every rank before any state
 // is loaded (the data plan, the provenance); throws to refuse it.
-using MetaCheck = std::function<void(const std::string& where, const nlohmann::json& meta)>;
+using MetaCheck = std::function<void(const std::string& where, const CheckpointMeta& meta)>;
 
-std::optional<Position> resume_checkpoint(const std::string& dir, const std::string& path,
-                                          const std::vector<std::pair<std::string, at::Tensor>>& parameters,
-                                          const std::vector<std::pair<std::string, at::Tensor>>& buffers,
-                                          const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
-                                          const ProcessGroupPtr& group, std::string* chosen = nullptr,
-                                          nlohmann::json* meta_out = nullptr, const MetaCheck& verify = {});
+// The checkpoint a resume continues from: its directory and its meta.json
+// (the position to continue from is meta.position).
+struct ResumedCheckpoint {
+  std::string where;
+  CheckpointMeta meta;
+};
+
+std::optional<ResumedCheckpoint> resume_checkpoint(const std::string& dir, const std::string& path,
+                                                   const NamedTensors& parameters, const NamedTensors& buffers,
+                                                   const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                                                   const ProcessGroupPtr& group, const MetaCheck& verify = {});
 
 }  // namespace bagua::train

@@ -1,0 +1,95 @@
+#include "train/run_banner.h"
+
+#include <bagua/metrics.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace bagua::train {
+
+void say_run_banner(RunLog& log, const RunBanner& b) {
+  log.say("bagua run " + b.recipe + ": " + std::to_string(b.world) + " workers on " + b.device + " over " + b.backend +
+          ", " + b.algorithm + ", train " + b.train_data);
+  if (!b.eval_data.empty()) log.say("eval " + b.eval_data);
+  log.say("sampler: " + b.sampler);
+  if (b.batch_complexity) {
+    log.say(std::to_string(b.per_epoch) + " steps in the first epoch (batches of up to " +
+            std::to_string(b.batch_size) + " samples within " + std::to_string(*b.batch_complexity) +
+            " complexity, " + std::to_string(b.samples_per_worker) + " samples per worker), " +
+            std::to_string(b.total) + " steps in all; output in " + b.out_dir);
+  } else {
+    const int64_t per = b.global_batch / b.world;
+    std::string per_worker = b.global_batch % b.world == 0
+                                 ? "batch " + std::to_string(per) + " per worker"
+                                 : "batch " + std::to_string(per) + " or " + std::to_string(per + 1) + " per worker";
+    if (b.global_batch_given) per_worker += " (train.global_batch_size " + std::to_string(b.global_batch) + ")";
+    log.say(std::to_string(b.per_epoch) + " steps per epoch of " + per_worker + ", " + std::to_string(b.total) +
+            " steps in all; output in " + b.out_dir);
+  }
+  for (const auto& name : b.unassigned) log.say("note: parameter " + name + " is in no optimizer: it stays fixed");
+}
+
+namespace {
+
+// What a resize changed, said once.
+void say_resize(RunLog& log, const ResumeFacts& f, metrics::ResumeRecord& record) {
+  const Resize& r = *f.resized;
+  record.previous_world_size = r.world;
+  record.world_size = f.world;
+  record.previous_global_batch = r.global_batch;
+  record.global_batch = f.global_batch;
+  record.epoch = f.at.epoch + 1;
+  record.epoch_position = f.at.epoch_start;
+  log.say("resized: " + std::to_string(r.world) + " workers -> " + std::to_string(f.world) + ", global batch " +
+          std::to_string(r.global_batch) + " -> " + std::to_string(f.global_batch) + "; epoch " +
+          std::to_string(f.at.epoch + 1) + " continues after its first " + std::to_string(f.at.epoch_start) +
+          " of " + std::to_string(f.train_samples) + " samples" +
+          (f.schedule_by_samples ? "; the learning-rate schedule follows the samples seen" : ""));
+  if (r.global_batch != f.global_batch && !f.global_batch_given) {
+    log.say("note: the global batch changed with the world size (data.batch_size stays per worker); "
+            "set train.global_batch_size to keep it");
+  }
+  if (f.per_rank_model) {
+    log.say("note: " + f.algorithm + " keeps one model per worker: after a resize every worker "
+            "starts from the workers' average (the checkpoint's model.pt) with rank 0's optimizer state and "
+            "fresh algorithm state");
+  }
+}
+
+}  // namespace
+
+void say_resumed(RunLog& log, const ResumeFacts& f) {
+  log.say("resumed from " + f.from + " at step " + std::to_string(f.at.step));
+  metrics::ResumeRecord record{f.at.step, f.from};
+  if (const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT")) record.restart = std::atoll(restart);
+  if (f.logged_before > f.at.step) {
+    record.redone_steps = f.logged_before - f.at.step;
+    record.redone_samples = record.redone_steps * (f.resized ? f.resized->global_batch : f.global_batch);
+    log.say("the run before had logged step " + std::to_string(f.logged_before) + ": " +
+            std::to_string(record.redone_steps) + (record.redone_steps == 1 ? " step" : " steps") + " (" +
+            std::to_string(record.redone_samples) + " samples) after the checkpoint " +
+            (record.redone_steps == 1 ? "is" : "are") + " done again");
+  }
+  if (record.restart > 0 || f.resized) {
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    if (local && std::atoll(local) > 0) record.nodes = (f.world + std::atoll(local) - 1) / std::atoll(local);
+  }
+  if (f.resized) say_resize(log, f, record);
+  log.record(record);
+}
+
+int64_t last_logged_step(const std::string& metrics_path) {
+  int64_t last = 0;
+  try {
+    if (!std::filesystem::exists(metrics_path)) return 0;
+    for (const auto& record : metrics::read_metrics_file(metrics_path)) {
+      if (const auto* s = std::get_if<metrics::StepRecord>(&record)) last = s->step;
+      if (const auto* r = std::get_if<metrics::ResumeRecord>(&record)) last = r->step;
+    }
+  } catch (const std::exception&) {
+    return 0;
+  }
+  return last;
+}
+
+}  // namespace bagua::train
