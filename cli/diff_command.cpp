@@ -4,6 +4,7 @@
 
 #include <bagua/provenance.h>
 #include <bagua/recipe_catalog.h>
+#include <bagua/recipe_key_path.h>
 
 #include <nlohmann/json.hpp>
 
@@ -50,11 +51,24 @@ std::string origin_of(const Side& side, const std::string& path, bool present) {
   return "default";
 }
 
-bool ignored(const std::string& path, const std::vector<std::string>& ignore) {
-  for (const auto& prefix : ignore)
-    if (path.compare(0, prefix.size(), prefix) == 0 &&
-        (path.size() == prefix.size() || path[prefix.size()] == '.' || path[prefix.size()] == '['))
-      return true;
+// The --ignore paths, parsed: a malformed one is a user error, and
+// "optimizers.0" leaves out what "optimizers[0]" does.
+std::vector<KeyPath> ignored_paths(const std::vector<std::string>& texts) {
+  std::vector<KeyPath> out;
+  for (const auto& text : texts) {
+    std::string error;
+    std::optional<KeyPath> path = KeyPath::parse(text, error);
+    if (!path)
+      throw Error("--ignore " + text + ": " + error + " (expected a key path such as output or optimizers[0].lr)",
+                  true);
+    out.push_back(*std::move(path));
+  }
+  return out;
+}
+
+bool ignored(const std::string& path, const std::vector<KeyPath>& ignore) {
+  for (const auto& key : ignore)
+    if (KeyPath::is_same_or_under(path, key.to_string())) return true;
   return false;
 }
 
@@ -65,6 +79,7 @@ struct DiffFlags {
 };
 
 int run_diff(const DiffFlags& f) {
+  const std::vector<KeyPath> ignore = ignored_paths(f.ignore);
   Side a, b;
   try {
     a = load_side(f.a, f.set_a);
@@ -78,7 +93,7 @@ int run_diff(const DiffFlags& f) {
   }
   std::vector<KeyDifference> diffs;
   for (auto& d : diff_resolved(a.recipe.resolved, b.recipe.resolved))
-    if (!ignored(d.path, f.ignore)) diffs.push_back(std::move(d));
+    if (!ignored(d.path, ignore)) diffs.push_back(std::move(d));
   const std::string sha_a = canonical_recipe_sha256(a.recipe.resolved);
   const std::string sha_b = canonical_recipe_sha256(b.recipe.resolved);
   if (f.json) {
@@ -134,7 +149,8 @@ const CommandRegistration kDiff{
           "difference shows both values and where each side set it (FILE:LINE:COL, the --set, or\n"
           "default). A run directory is compared as the run recorded it (recipe.resolved.yaml, with\n"
           "the positions from its provenance.json).\n\n"
-          "Exit status: 0 equal, 1 different, 2 a side is invalid or missing.\n\n"
+          "Exit status: 0 equal, 1 different, 2 a side is invalid or missing, or an --ignore path is\n"
+          "malformed.\n\n"
           "Examples:\n"
           "  bagua diff recipes/fashion-mnist-mlp.yaml my-experiment.yaml\n"
           "  bagua diff runs/baseline runs/candidate --ignore name --ignore output\n"

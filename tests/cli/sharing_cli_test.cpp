@@ -209,4 +209,25 @@ TEST_F(SharingCli, DiffNamesEveryKindOfChangeWithBothValuesAndOrigins) {
   EXPECT_EQ(bagua("diff a.yaml missing.yaml").exit_code, bagua::kExitInvalidInput);
 }
 
+// --ignore leaves out a key and what is under it, whole keys only, in either
+// index form; a malformed path is a user error, not a silent no-op.
+TEST_F(SharingCli, DiffIgnoresWholeKeysAndRefusesAMalformedPath) {
+  write("a.yaml", "extends: catalog/team-base.yaml\nname: r\n");
+  write("b.yaml", "extends: catalog/team-base.yaml\nname: r\ndata: {batch_size: 8}\n"
+                  "optimizers: [{type: sgd, lr: 0.5}]\n");
+  Said prefix_only = bagua("diff a.yaml b.yaml --ignore data.batch --ignore optimizers[0]");
+  EXPECT_EQ(prefix_only.exit_code, 1) << prefix_only.all;
+  EXPECT_TRUE(has(prefix_only.out, "~ data.batch_size: 64 -> 8")) << prefix_only.out;
+  EXPECT_FALSE(has(prefix_only.out, "optimizers[0].lr")) << prefix_only.out;
+  Said other_item = bagua("diff a.yaml b.yaml --ignore data --ignore optimizers[1]");
+  EXPECT_EQ(other_item.exit_code, 1) << other_item.all;
+  EXPECT_TRUE(has(other_item.out, "~ optimizers[0].lr: 0.1 -> 0.5")) << other_item.out;
+  EXPECT_FALSE(has(other_item.out, "data.batch_size")) << other_item.out;
+  Said both = bagua("diff a.yaml b.yaml --ignore data.batch_size --ignore optimizers.0");
+  EXPECT_EQ(both.exit_code, 0) << both.all;
+  Said malformed = bagua("diff a.yaml b.yaml --ignore data..batch_size");
+  EXPECT_EQ(malformed.exit_code, bagua::kExitInvalidInput) << malformed.all;
+  EXPECT_TRUE(has(malformed.all, "--ignore data..batch_size: empty key in path")) << malformed.all;
+}
+
 }  // namespace

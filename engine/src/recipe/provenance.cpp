@@ -3,6 +3,7 @@
 #include <bagua/errors.h>
 #include <bagua/provenance.h>
 #include <bagua/recipe_catalog.h>
+#include <bagua/recipe_key_path.h>
 #include <bagua/sha256.h>
 #include <bagua/version.h>
 
@@ -18,30 +19,6 @@ std::string canonical_recipe_sha256(const nlohmann::json& resolved) { return sha
 
 namespace {
 
-// The value at a key path ("data.train.images", "a[1].b"), or null.
-const nlohmann::json* at_key(const nlohmann::json& doc, const std::string& path) {
-  const nlohmann::json* node = &doc;
-  std::string k;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    char c = i < path.size() ? path[i] : '.';
-    if (c == '.' || c == '[') {
-      if (!k.empty()) {
-        if (!node->is_object() || !node->contains(k)) return nullptr;
-        node = &(*node)[k];
-      }
-      k.clear();
-    } else if (c == ']') {
-      size_t idx = std::stoul(k);
-      if (!node->is_array() || idx >= node->size()) return nullptr;
-      node = &(*node)[idx];
-      k.clear();
-    } else {
-      k += c;
-    }
-  }
-  return node;
-}
-
 nlohmann::json file_record(const std::string& path) {
   struct stat st {};
   int64_t size = ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : -1;
@@ -52,11 +29,6 @@ nlohmann::json file_record(const std::string& path) {
                    path.c_str(), double(bytes) / double(int64_t{1} << 30));
   };
   return {{"path", path}, {"size", size}, {"sha256", cached_file_sha256(path, nullptr, announce)}};
-}
-
-bool starts_with_key(const std::string& path, const std::string& prefix) {
-  if (path.compare(0, prefix.size(), prefix) != 0) return false;
-  return path.size() == prefix.size() || path[prefix.size()] == '.' || path[prefix.size()] == '[';
 }
 
 }  // namespace
@@ -79,7 +51,9 @@ nlohmann::json recipe_provenance(const Recipe& recipe) {
   nlohmann::json data = nlohmann::json::array();
   for (const auto& key : recipe.origin.file_keys) {
     if (key == "model.torchscript") continue;
-    const nlohmann::json* v = at_key(recipe.resolved, key);
+    std::string error;
+    const std::optional<KeyPath> path = KeyPath::parse(key, error);
+    const nlohmann::json* v = path ? path->find(recipe.resolved) : nullptr;
     if (!v || !v->is_string()) continue;
     nlohmann::json rec = file_record(v->get<std::string>());
     rec["key"] = key;
@@ -96,13 +70,17 @@ bool recipe_key_changes_training(const std::string& key_path) {
       "train.epochs", "train.max_steps", "train.log_every_steps", "train.eval_every", "train.threads", "train.allocator",
       "model.torchscript"};
   for (const char* k : kIgnored)
-    if (starts_with_key(key_path, k)) return false;
+    if (KeyPath::is_same_or_under(key_path, k)) return false;
   // How the same arithmetic is carried out: fused updates (bitwise equal to
   // unfused ones), flattened buckets and their size.
-  if (starts_with_key(key_path, "algorithm.flatten") || starts_with_key(key_path, "algorithm.bucket_size")) return false;
-  if (key_path.rfind("optimizers[", 0) == 0) {
-    const size_t close = key_path.find(']');
-    if (close != std::string::npos && key_path.compare(close + 1, std::string::npos, ".fused") == 0) return false;
+  if (KeyPath::is_same_or_under(key_path, "algorithm.flatten") ||
+      KeyPath::is_same_or_under(key_path, "algorithm.bucket_size"))
+    return false;
+  std::string error;
+  if (const std::optional<KeyPath> path = KeyPath::parse(key_path, error)) {
+    const auto& steps = path->steps();
+    if (steps.size() == 3 && steps[0].key == "optimizers" && steps[1].is_index() && steps[2].key == "fused")
+      return false;
   }
   return true;
 }

@@ -5,6 +5,7 @@
 
 #include <bagua/errors.h>
 #include <bagua/recipe_catalog.h>
+#include <bagua/recipe_key_path.h>
 #include <bagua/sha256.h>
 
 #include <unistd.h>
@@ -321,23 +322,7 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
   std::error_code ec;
   fs::path dest_dir = fs::absolute(fs::path(dest), ec).parent_path();
   for (const auto& key : findings.file_paths) {
-    json* node = &tree.doc;
-    json::json_pointer ptr;
-    // Walk "a.b[2].c" to the value.
-    std::string k;
-    for (size_t i = 0; i <= key.size() && node; ++i) {
-      char c = i < key.size() ? key[i] : '.';
-      if (c == '.' || c == '[') {
-        if (!k.empty()) node = node->is_object() && node->contains(k) ? &(*node)[k] : nullptr;
-        k.clear();
-      } else if (c == ']') {
-        size_t idx = std::stoul(k);
-        node = node->is_array() && idx < node->size() ? &(*node)[idx] : nullptr;
-        k.clear();
-      } else {
-        k += c;
-      }
-    }
+    json* node = KeyPath::parse(key).find(tree.doc);
     if (!node || !node->is_string()) continue;
     std::string value = *node;
     if (value.find('$') != std::string::npos || fs::path(value).is_absolute()) continue;

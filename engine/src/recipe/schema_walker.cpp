@@ -353,11 +353,11 @@ SchemaFindings check_against_schema(SourceTree& tree, const json& schema, Diagno
   return findings;
 }
 
-bool schema_knows_path(const json& schema, const std::vector<std::string>& segments,
+bool schema_knows_path(const json& schema, const KeyPath& path,
                        std::string& unknown, std::vector<std::string>& known_here) {
   Walker walker(schema, nullptr, nullptr, nullptr);
   const json* s = &schema;
-  for (const auto& seg : segments) {
+  for (const KeyPath::Step& step : path.steps()) {
     // Every schema this node may be checked against: itself, anyOf branches, variants.
     std::vector<const json*> views{&walker.resolve(*s)};
     for (size_t i = 0; i < views.size(); ++i) {
@@ -366,7 +366,7 @@ bool schema_knows_path(const json& schema, const std::vector<std::string>& segme
         if (view.contains(k))
           for (const auto& b : view[k]) views.push_back(&walker.resolve(b.contains("then") ? b["then"] : b));
     }
-    bool is_index = !seg.empty() && std::all_of(seg.begin(), seg.end(), ::isdigit);
+    const bool is_index = step.is_index();
     const json* next = nullptr;
     known_here.clear();
     for (const json* view : views) {
@@ -375,12 +375,12 @@ bool schema_knows_path(const json& schema, const std::vector<std::string>& segme
         for (auto it = (*view)["properties"].begin(); it != (*view)["properties"].end(); ++it) {
           if (std::find(known_here.begin(), known_here.end(), it.key()) == known_here.end())
             known_here.push_back(it.key());
-          if (it.key() == seg && !next) next = &*it;
+          if (it.key() == step.key && !next) next = &*it;
         }
       }
     }
     if (!next) {
-      unknown = seg;
+      unknown = is_index ? std::to_string(step.index) : step.key;
       return false;
     }
     s = next;

@@ -3,6 +3,7 @@
 #include "stages.h"
 
 #include <bagua/algorithms/catalog.h>
+#include <bagua/recipe_key_path.h>
 
 #include <filesystem>
 #include <optional>
@@ -41,40 +42,9 @@ struct Checker {
     diags.add(tree.locate(path), path, message);
   }
 
-  // The value at a dotted path, or nullptr.
-  const json* at(const std::string& dotted) const {
-    const json* node = &tree.doc;
-    size_t start = 0;
-    while (start <= dotted.size()) {
-      size_t end = dotted.find('.', start);
-      std::string key = dotted.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      if (!node->is_object() || !node->contains(key)) return nullptr;
-      node = &(*node)[key];
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-    return node;
-  }
-
-  json* at_path(const std::string& path) {
-    // Paths here come from the walker: keys and [N] indices.
-    json* node = &tree.doc;
-    size_t i = 0;
-    while (i < path.size()) {
-      if (path[i] == '[') {
-        size_t close = path.find(']', i);
-        node = &(*node)[std::stoul(path.substr(i + 1, close - i - 1))];
-        i = close + 1;
-      } else {
-        if (path[i] == '.') ++i;
-        size_t end = path.find_first_of(".[", i);
-        std::string key = path.substr(i, end == std::string::npos ? std::string::npos : end - i);
-        node = &(*node)[key];
-        i = end == std::string::npos ? path.size() : end;
-      }
-    }
-    return node;
-  }
+  // The value at `path`, or nullptr.
+  const json* at(const std::string& path) const { return KeyPath::parse(path).find(tree.doc); }
+  json* at(const std::string& path) { return KeyPath::parse(path).find(tree.doc); }
 
   // Relative paths are relative to the recipe file that wrote them (an
   // override's, to the working directory).
@@ -88,7 +58,7 @@ struct Checker {
 
   void check_files(const std::vector<std::string>& paths) {
     for (const auto& path : paths) {
-      json* value = at_path(path);
+      json* value = at(path);
       if (value == nullptr || !value->is_string()) continue;  // the schema reports the type
       fs::path p = resolve_path(path, value->get<std::string>());
       if (options.check_files) {
@@ -107,7 +77,9 @@ struct Checker {
   // bytes, which is what the typed Recipe reads.
   void check_sizes(const std::vector<std::string>& paths) {
     for (const auto& path : paths) {
-      json& v = *at_path(path);
+      json* found = at(path);
+      if (found == nullptr) continue;  // the walker found it: never
+      json& v = *found;
       std::string text = v.is_string() ? v.get<std::string>() : v.dump();
       if (text == "auto" && path == "algorithm.bucket_size") {
         const json* name = at("algorithm.name");

@@ -1,21 +1,18 @@
 #include "source_tree.h"
 
+#include <bagua/recipe_key_path.h>
+
 #include <algorithm>
 #include <sstream>
 
 namespace bagua::recipe {
 namespace {
 
-// True when `key` is `path` or a path under it.
-bool under(const std::string& key, const std::string& path) {
-  if (path.empty()) return true;
-  if (key.compare(0, path.size(), path) != 0) return false;
-  return key.size() == path.size() || key[path.size()] == '.' || key[path.size()] == '[';
-}
-
+// The maps hold every key the YAML had, some of which may not parse as a
+// key path: "under" is by text.
 void erase_under(std::map<std::string, SourcePos>& m, const std::string& path) {
   for (auto it = m.lower_bound(path); it != m.end() && it->first.compare(0, path.size(), path) == 0;) {
-    if (under(it->first, path)) {
+    if (KeyPath::is_same_or_under(it->first, path)) {
       it = m.erase(it);
     } else {
       ++it;
@@ -27,7 +24,7 @@ void copy_under(const std::map<std::string, SourcePos>& from, std::map<std::stri
                 const std::string& from_path, const std::string& to_path) {
   for (auto it = from.lower_bound(from_path);
        it != from.end() && it->first.compare(0, from_path.size(), from_path) == 0; ++it) {
-    if (!under(it->first, from_path)) continue;
+    if (!KeyPath::is_same_or_under(it->first, from_path)) continue;
     std::string rest = it->first.substr(from_path.size());
     std::string target = to_path;
     if (!rest.empty()) {

@@ -3,6 +3,8 @@
 
 #include "source_tree.h"
 
+#include <bagua/recipe_key_path.h>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -60,9 +62,10 @@ struct SchemaFindings {
 // Checks `tree.doc` against `schema`, reporting each failure in words at its
 // position, and fills defaults (per variant: algorithm, format, type).
 SchemaFindings check_against_schema(SourceTree& tree, const json& schema, Diagnostics& diags);
-// True when `key_path` (segments) names a key the schema knows in any variant;
-// else fills `unknown` with the first unknown segment and `suggestion`.
-bool schema_knows_path(const json& schema, const std::vector<std::string>& segments,
+// True when `path` names a key the schema knows in any variant; else fills
+// `unknown` with the first unknown step (an index as its digits) and
+// `known_here` with the keys the schema knows there.
+bool schema_knows_path(const json& schema, const KeyPath& path,
                        std::string& unknown, std::vector<std::string>& known_here);
 
 // --- schema_authority.cpp ---------------------------------------------------
