@@ -298,7 +298,7 @@ std::vector<OptimizerSpec> optimizer_specs(const std::optional<Recipe>& recipe, 
     sgd.momentum = 0.9;
     specs.push_back(sgd);
   }
-  if (algorithm != nullptr && algorithm->traits.needs_qadam_optimizer) {
+  if (algorithm != nullptr && !algorithm->traits.required_optimizer.empty()) {
     OptimizerSpec q = specs.front();
     q.type = OptimizerType::kQAdam;
     q.params = {"*"};
@@ -427,7 +427,7 @@ nlohmann::json BenchWorker::run() {
     if (c.background) c.ddp->resume_background();
     std::vector<double> seconds;
     const AlgorithmDescriptor* d = find_algorithm(c.name);
-    const int64_t warmup = d && d->traits.needs_qadam_optimizer ? qadam_warmup(spec_.warmup) : spec_.warmup;
+    const int64_t warmup = d && !d->traits.required_optimizer.empty() ? qadam_warmup(spec_.warmup) : spec_.warmup;
     for (int64_t i = 0; i < warmup && !c.diverged; ++i) seconds.push_back(step(c, false));
     if (c.background) c.ddp->pause_background();
     if (c.name == "local" && rank_ == spec_.straggler_rank && spec_.straggler_factor > 1) {
