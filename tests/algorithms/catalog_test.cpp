@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include <set>
 #include <string>
@@ -31,9 +32,37 @@ TEST(Catalog, TraitsDescribeEachAlgorithm) {
   EXPECT_TRUE(bagua::find_algorithm("gradient_allreduce")->traits.replicas_identical);
   EXPECT_FALSE(bagua::find_algorithm("decentralized")->traits.replicas_identical);
   EXPECT_FALSE(bagua::find_algorithm("async")->traits.replicas_identical);
-  EXPECT_TRUE(bagua::find_algorithm("qadam")->traits.needs_qadam_optimizer);
-  EXPECT_FALSE(bagua::find_algorithm("bytegrad")->traits.needs_qadam_optimizer);
+  EXPECT_EQ(bagua::find_algorithm("qadam")->traits.required_optimizer, "qadam");
+  EXPECT_EQ(bagua::find_algorithm("bytegrad")->traits.required_optimizer, "");
   EXPECT_EQ(bagua::find_algorithm("no_such"), nullptr);
+  EXPECT_EQ(bagua::find_optimizer_owner("qadam"), bagua::find_algorithm("qadam"));
+  EXPECT_EQ(bagua::find_optimizer_owner("adam"), nullptr);
+  EXPECT_EQ(bagua::find_optimizer_owner(""), nullptr);
+}
+
+// An algorithm that requires an optimizer says all the rest of bagua needs
+// of it (the recipe checks, plan, bench), owns that type alone, and builds
+// it (make_algorithm_optimizer()); no other type is any algorithm's.
+TEST(Catalog, ARequiredOptimizerIsDescribedAndBuiltByItsAlgorithm) {
+  std::set<std::string> owned;
+  for (const auto& d : bagua::algorithm_catalog()) {
+    const std::string& type = d.traits.required_optimizer;
+    if (type.empty()) continue;
+    SCOPED_TRACE(d.name);
+    EXPECT_TRUE(owned.insert(type).second) << type << " is required by two algorithms";
+    EXPECT_EQ(bagua::find_optimizer_owner(type), &d);
+    EXPECT_TRUE(bagua::enum_from_string<bagua::OptimizerType>(type).has_value()) << type << " is no recipe type";
+    EXPECT_FALSE(d.optimizer.only_with_its_algorithm_because.empty());
+    EXPECT_FALSE(d.optimizer.not_fused_because.empty());
+    EXPECT_GT(d.optimizer.state_tensors, 0);
+    EXPECT_FALSE(d.optimizer.state.empty());
+    EXPECT_TRUE(bagua::enum_from_string<bagua::OptimizerType>(d.optimizer.stand_in).has_value());
+    EXPECT_EQ(bagua::find_optimizer_owner(d.optimizer.stand_in), nullptr) << "a stand-in any algorithm takes";
+    auto w = torch::zeros({3}, torch::requires_grad());
+    EXPECT_NE(bagua::make_algorithm_optimizer(type, {w}, bagua::OptimizerSpec{}), nullptr);
+  }
+  EXPECT_EQ(bagua::make_algorithm_optimizer("sgd", {torch::zeros({3}, torch::requires_grad())}, bagua::OptimizerSpec{}),
+            nullptr);
 }
 
 TEST(Catalog, MistakesAreExplained) {
@@ -148,16 +177,15 @@ TEST(Catalog, TheRecipeChecksAskTheDescriptor) {
   ASSERT_TRUE(odd);
   EXPECT_EQ(odd->key, "peer_selection_mode");
   EXPECT_NE(odd->message.find("even number of peers"), std::string::npos) << odd->message;
-  for (const char* name : {"low_precision_decentralized", "async"}) {
-    EXPECT_TRUE(bagua::find_algorithm(name)->traits.keeps_bucket_state) << name;
-  }
-  for (const char* name : {"gradient_allreduce", "bytegrad", "qadam", "decentralized"}) {
-    EXPECT_FALSE(bagua::find_algorithm(name)->traits.keeps_bucket_state) << name;
+  for (const auto& d : bagua::algorithm_catalog()) {
+    EXPECT_EQ(d.traits.keeps_bucket_state, d.name == "low_precision_decentralized" || d.name == "async") << d.name;
   }
 }
 
-// The descriptor's traits are the implementation's: keeps_bucket_state
-// and communicates_during_backward as the AlgorithmImpl says them.
+// The descriptor is the implementation's: make_algorithm() builds the
+// algorithm of that name with those defaults, keeps_bucket_state as the
+// AlgorithmImpl says it, and a required optimizer's state is averaged
+// state (AveragedOptimizerState).
 TEST(Catalog, TraitsMatchTheImplementation) {
   setenv("RANK", "0", 1);
   setenv("WORLD_SIZE", "1", 1);
@@ -166,8 +194,18 @@ TEST(Catalog, TraitsMatchTheImplementation) {
   if (!bagua::is_initialized()) bagua::init_process_group();
   for (const auto& d : bagua::algorithm_catalog()) {
     SCOPED_TRACE(d.name);
-    if (d.traits.needs_qadam_optimizer) continue;  // built with its optimizer in the run tests
-    auto impl = bagua::make_algorithm(d.name)->reify(bagua::default_group());
+    bagua::AlgorithmBuildContext context;
+    const std::string& type = d.traits.required_optimizer;
+    if (!type.empty()) {
+      auto optimizer = bagua::make_algorithm_optimizer(type, {torch::zeros({3}, torch::requires_grad())}, {});
+      EXPECT_NE(std::dynamic_pointer_cast<bagua::AveragedOptimizerState>(optimizer), nullptr)
+          << "the optimizer an algorithm averages the state of says which state";
+      context.optimizers = {optimizer};
+    }
+    auto algorithm = bagua::make_algorithm(d.name, {}, context);
+    EXPECT_EQ(algorithm->name(), d.name);
+    EXPECT_EQ(algorithm->kwargs(), d.defaults);
+    auto impl = algorithm->reify(bagua::default_group());
     EXPECT_EQ(impl->keeps_bucket_state(), d.traits.keeps_bucket_state);
   }
 }

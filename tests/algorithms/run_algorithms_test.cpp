@@ -1,6 +1,7 @@
 // The algorithms through `bagua run`: accuracy against their
 // full-precision counterparts in the same test, bytes on the wire, and a
 // crash-and-resume that ends bit for bit where an uninterrupted run does.
+#include "support/algorithm_cells.h"
 #include "support/bagua_run.h"
 
 #include <gtest/gtest.h>
@@ -134,15 +135,21 @@ std::map<std::string, at::Tensor> rank_parameters(const fs::path& file) {
 // its switch to compressed momentum at step 5).
 TEST_P(AlgorithmResume, AResumedRunEqualsAnUninterruptedOne) {
   const std::string& algorithm = GetParam();
-  std::string extra = "algorithm: {name: " + algorithm + ", hierarchical: false}\n";
+  std::string extra, sets;
   if (algorithm == "shift_one") {
     extra = "algorithm: {name: decentralized, hierarchical: false, peer_selection_mode: shift_one, "
             "communication_interval: 3}\n";
+  } else if (algorithm == "ignored_params") {
+    sets = " --set 'model.ignore_params=[layers.2.bias]'";
+  } else {
+    const bagua::AlgorithmDescriptor& d = descriptor_of(algorithm);
+    extra = "algorithm: {name: " + algorithm + (d.defaults.contains("hierarchical") ? ", hierarchical: false" : "") +
+            "}\n";
+    if (!d.traits.required_optimizer.empty()) {
+      sets = " --set 'optimizers=[{type: " + d.traits.required_optimizer + ", lr: 0.002, warmup_steps: 5}]'";
+    }
   }
-  if (algorithm == "ignored_params") extra = "";
   std::string recipe = write_recipe("resume", extra);
-  std::string sets = algorithm == "qadam" ? " --set 'optimizers=[{type: qadam, lr: 0.002, warmup_steps: 5}]'" : "";
-  if (algorithm == "ignored_params") sets = " --set 'model.ignore_params=[layers.2.bias]'";
   RunOutcome clean = bagua_run(recipe + sets + " --set output.dir=" + (dir_ / "clean").string());
   ASSERT_EQ(clean.exit_code, 0) << clean.output;
   RunOutcome crashed = bagua_run(recipe + sets, "BAGUA_FAULT_AT_STEP=1:13");
@@ -166,9 +173,20 @@ TEST_P(AlgorithmResume, AResumedRunEqualsAnUninterruptedOne) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, AlgorithmResume,
-                         ::testing::Values("bytegrad", "qadam", "decentralized", "shift_one",
-                                           "low_precision_decentralized", "ignored_params"),
+// Every synchronous algorithm (async below: it is not deterministic) but
+// the recipe's own, gradient_allreduce, which resumes in "ignored_params";
+// and decentralized's shift_one.
+std::vector<std::string> resumed_runs() {
+  std::vector<std::string> runs;
+  for (const auto& d : bagua::algorithm_catalog()) {
+    if (d.traits.synchronous && d.name != "gradient_allreduce") runs.push_back(d.name);
+  }
+  runs.push_back("shift_one");
+  runs.push_back("ignored_params");
+  return runs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, AlgorithmResume, ::testing::ValuesIn(resumed_runs()),
                          [](const auto& info) { return info.param; });
 
 // Async is not deterministic, but a resumed run must pick up and finish.
@@ -191,15 +209,9 @@ TEST_F(AlgorithmRun, AnAsyncRunResumesAfterACrash) {
 // kernel), and one worker over NCCL.
 TEST_F(AlgorithmRun, EveryAlgorithmTrainsOnTheGpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
-  const std::vector<std::pair<std::string, std::string>> algorithms = {
-      {"bytegrad", "--set 'algorithm={name: bytegrad, hierarchical: false}'"},
-      {"qadam", "--set 'optimizers=[{type: qadam, lr: 0.001, warmup_steps: 100}]' "
-                "--set 'algorithm={name: qadam, hierarchical: false}'"},
-      {"decentralized", "--set 'algorithm={name: decentralized, hierarchical: false}'"},
-      {"low_precision_decentralized", "--set 'algorithm={name: low_precision_decentralized, hierarchical: false}'"},
-      {"async", "--set 'algorithm={name: async, sync_interval_ms: 50}'"},
-  };
-  for (const auto& [name, sets] : algorithms) {
+  for (const std::string& name : every_algorithm()) {
+    if (name == "gradient_allreduce") continue;  // run_test.cpp
+    const std::string sets = one_machine_sets(name, {{"sync_interval_ms", 50}}, "lr: 0.001, warmup_steps: 100");
     for (int nproc : {1, 2}) {
       Quick q = quickstart(name + "-gpu" + std::to_string(nproc),
                            sets + " --set train.device=cuda --nproc-per-node " + std::to_string(nproc));

@@ -3,6 +3,7 @@
 // MLP, ending as the table says: its exit code, who is named, what is kept.
 // Every checkpoint a cell leaves must hold every rank's file, verified, and
 // a resumed cell must resume from it without a warning.
+#include "support/algorithm_cells.h"
 #include "support/bagua_run.h"
 
 #include <gtest/gtest.h>
@@ -22,18 +23,13 @@
 namespace bagua::testing {
 namespace {
 
-// The algorithm's recipe lines (--set arguments), one machine.
+// The algorithm's recipe lines (--set arguments), one machine: async-like
+// averaging every 5 ms, a required optimizer's warm-up over in 5 steps.
 std::string algorithm_sets(const std::string& algorithm) {
-  if (algorithm == "async") return " --set 'algorithm={name: async, sync_interval_ms: 5}'";
-  std::string sets = " --set 'algorithm={name: " + algorithm +
-                     (algorithm == "gradient_allreduce" ? std::string("}'") : std::string(", hierarchical: false}'"));
-  if (algorithm == "qadam") sets += " --set 'optimizers=[{type: qadam, lr: 0.001, warmup_steps: 5}]'";
-  return sets;
+  return one_machine_sets(algorithm, {{"sync_interval_ms", 5}}, "lr: 0.001, warmup_steps: 5");
 }
 
-bool keeps_bucket_state(const std::string& algorithm) {
-  return algorithm == "async" || algorithm == "low_precision_decentralized";
-}
+bool keeps_bucket_state(const std::string& algorithm) { return descriptor_of(algorithm).traits.keeps_bucket_state; }
 
 // Starts `bagua run ARGS` in the background (output to `out`); its pid.
 pid_t start_run(const std::string& args, const std::string& env, const fs::path& out) {
@@ -154,7 +150,7 @@ TEST_P(FailureMatrix, EndsAsTheTableSays) {
     RunOutcome r = bagua_run(recipe_ + " --set train.max_steps=24 --set train.on_nonfinite=skip_step",
                              "BAGUA_NAN_AT_STEP=1:10");
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    if (algorithm_ == "async") {
+    if (!descriptor_of(algorithm_).traits.synchronous) {
       EXPECT_TRUE(contains(read_file(out_ / "logs" / "rank-1.log"),
                            "skipped that optimizer step on rank 1 (async ranks skip alone)"))
           << r.output;
@@ -263,11 +259,13 @@ TEST_P(FailureMatrix, EndsAsTheTableSays) {
   } else if (failure_ == "resize_resume") {
     // A resume at another world size where the features meet: the dataset
     // cache (a spawned redis-server, a new one for the resumed run), a
-    // fused optimizer (not with qadam's), bucket_size auto (where the
-    // algorithm keeps no per-bucket state). 2 workers to step 12, then 3
-    // to step 20: resized and finished, with nothing to warn about.
+    // fused optimizer (where the algorithm requires none), bucket_size
+    // auto (where it keeps no per-bucket state). 2 workers to step 12,
+    // then 3 to step 20: resized and finished, with nothing to warn about.
     std::string recipe = recipe_ + " --set 'data.cache={dataset_name: cell}'";
-    if (algorithm_ != "qadam") recipe += " --set 'optimizers=[{type: sgd, lr: 0.05, momentum: 0.9, fused: true}]'";
+    if (descriptor_of(algorithm_).traits.required_optimizer.empty()) {
+      recipe += " --set 'optimizers=[{type: sgd, lr: 0.05, momentum: 0.9, fused: true}]'";
+    }
     if (!keeps_bucket_state(algorithm_)) recipe += " --set algorithm.bucket_size=auto";
     RunOutcome first = bagua_run(recipe + " --set train.max_steps=12");
     ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -290,8 +288,7 @@ TEST_P(FailureMatrix, EndsAsTheTableSays) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryAlgorithm, FailureMatrix,
-    ::testing::Combine(::testing::Values("gradient_allreduce", "bytegrad", "decentralized",
-                                         "low_precision_decentralized", "qadam", "async"),
+    ::testing::Combine(::testing::ValuesIn(every_algorithm()),
                        ::testing::Values("nonfinite_stop", "nonfinite_skip", "sigint_resume", "kill9_restart",
                                          "stalled_worker", "cache_server_killed", "bucket_auto",
                                          "eval_and_checkpoint_together", "resize_resume")),

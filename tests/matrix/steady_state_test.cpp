@@ -5,6 +5,7 @@
 // the 784-256-256-10 MLP with BAGUA_COUNT_ALLOCATIONS set one byte above
 // its largest parameter: autograd's own gradients stay below that; a
 // bucket's copy (the whole model here, 1,077,288 bytes) does not.
+#include "support/algorithm_cells.h"
 #include "support/bagua_run.h"
 
 #include <gtest/gtest.h>
@@ -12,31 +13,34 @@
 #include <regex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace bagua::testing {
 namespace {
 
 constexpr int64_t kLargestParameter = 784 * 256 * 4;  // mlp_deep's first weight, bytes
 
-// The algorithm and optimizer (--set arguments), one machine.
+// The algorithm and optimizer (--set arguments), one machine. Algorithms
+// that switch phases after a warm-up (async's warmup_steps, a required
+// optimizer's: qadam's) rebuild the buckets once (with rank 0's state
+// broadcast): in step 2, before counting starts.
 std::string allocation_cell_sets(const std::string& algorithm, bool fused) {
-  std::string sets;
-  // async and qadam switch phases after a warm-up, which rebuilds the
-  // buckets once (with rank 0's state broadcast): in step 2, before
-  // counting starts.
-  if (algorithm == "async") {
-    sets = " --set 'algorithm={name: async, sync_interval_ms: 5, warmup_steps: 1}'";
-  } else if (algorithm == "gradient_allreduce") {
-    sets = " --set 'algorithm={name: gradient_allreduce}'";
-  } else {
-    sets = " --set 'algorithm={name: " + algorithm + ", hierarchical: false}'";
-  }
-  if (algorithm == "qadam") {
-    sets += " --set 'optimizers=[{type: qadam, lr: 0.001, warmup_steps: 1}]'";
-  } else if (fused) {
+  std::string sets =
+      one_machine_sets(algorithm, {{"sync_interval_ms", 5}, {"warmup_steps", 1}}, "lr: 0.001, warmup_steps: 1");
+  if (fused && descriptor_of(algorithm).traits.required_optimizer.empty()) {
     sets += " --set 'optimizers=[{type: sgd, lr: 0.05, momentum: 0.9, fused: true}]'";
   }
   return sets;
+}
+
+// Every algorithm, then two with a fused optimizer: full precision and
+// compressed.
+std::vector<std::tuple<std::string, bool>> allocation_cells() {
+  std::vector<std::tuple<std::string, bool>> cells;
+  for (const auto& name : every_algorithm()) cells.emplace_back(name, false);
+  cells.emplace_back("gradient_allreduce", true);
+  cells.emplace_back("bytegrad", true);
+  return cells;
 }
 
 // Each rank's count from its log.
@@ -65,11 +69,7 @@ TEST_P(SteadyState, AllocatesNothingModelSized) {
   EXPECT_EQ(steady_state_counts(dir_ / "cell", r.output), (std::vector<int64_t>{0, 0})) << r.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, SteadyState,
-                         ::testing::Values(AllocationCell{"gradient_allreduce", false}, AllocationCell{"bytegrad", false},
-                                           AllocationCell{"decentralized", false}, AllocationCell{"low_precision_decentralized", false},
-                                           AllocationCell{"qadam", false}, AllocationCell{"async", false},
-                                           AllocationCell{"gradient_allreduce", true}, AllocationCell{"bytegrad", true}),
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, SteadyState, ::testing::ValuesIn(allocation_cells()),
                          [](const ::testing::TestParamInfo<AllocationCell>& info) {
                            return std::get<0>(info.param) + (std::get<1>(info.param) ? "_fused" : "");
                          });

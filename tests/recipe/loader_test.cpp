@@ -3,6 +3,8 @@
 #include "recipe/recipe_test_util.h"
 #include "recipe/stages.h"
 
+#include <bagua/algorithms/catalog.h>
+
 #include <gtest/gtest.h>
 
 namespace bagua::testing {
@@ -107,18 +109,16 @@ TEST(RecipeDefaults, StructInitialisersMatchTheSchema) {
 
 TEST(RecipeDefaults, PerAlgorithmKwargDefaults) {
   std::string path = source_path("tests/fixtures/recipes/good/minimal.yaml");
-  auto kwargs = [&](const std::string& name) {
-    std::vector<std::string> sets{"algorithm.name=" + name};
-    if (name == "qadam") sets.push_back("optimizers=[{type: qadam}]");
-    return load_recipe(path, sets).algorithm.kwargs;
-  };
-  EXPECT_EQ(kwargs("gradient_allreduce"), (json{{"hierarchical", false}, {"average", true}}));
-  EXPECT_EQ(kwargs("bytegrad"), (json{{"hierarchical", true}, {"average", true}}));
-  EXPECT_EQ(kwargs("decentralized"),
-            (json{{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}}));
-  EXPECT_EQ(kwargs("low_precision_decentralized"), (json{{"hierarchical", true}, {"communication_interval", 1}}));
-  EXPECT_EQ(kwargs("qadam"), (json{{"hierarchical", true}}));
-  EXPECT_EQ(kwargs("async"), (json{{"peer_selection_mode", "all"}, {"sync_interval_ms", 500}, {"warmup_steps", 0}}));
+  // Every algorithm's defaults, as its descriptor gives them (which
+  // Catalog.AgreesWithTheRecipeSchema holds equal to the schema's).
+  for (const auto& d : algorithm_catalog()) {
+    std::vector<std::string> sets{"algorithm.name=" + d.name};
+    if (!d.traits.required_optimizer.empty()) sets.push_back("optimizers=[{type: " + d.traits.required_optimizer + "}]");
+    EXPECT_EQ(load_recipe(path, sets).algorithm.kwargs, d.defaults) << d.name;
+  }
+  EXPECT_EQ(load_recipe(path, {"algorithm.name=decentralized"}).algorithm.kwargs,
+            (json{{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}}))
+      << "Bagua's defaults";
   Recipe q = load_recipe(path, {"algorithm.name=qadam", "optimizers=[{type: qadam}]"});
   EXPECT_EQ(q.optimizers[0].warmup_steps, 100);
   EXPECT_DOUBLE_EQ(q.optimizers[0].lr, 1e-3);

@@ -227,21 +227,19 @@ AsyncImpl& async_impl_of(BaguaModule& module, const char* what) {
 }  // namespace
 
 AsyncModelAverage::AsyncModelAverage(std::string peer_selection_mode, int64_t sync_interval_ms, int64_t warmup_steps)
-    : mode_(std::move(peer_selection_mode)), interval_ms_(sync_interval_ms), warmup_(warmup_steps) {
-  if (mode_ != "all") {
-    throw InvalidArgument("async: peer_selection_mode must be all (the only mode of Bagua's async), got '" + mode_ +
-                          "'");
+    : KeywordAlgorithm("async", {{"peer_selection_mode", peer_selection_mode},
+                                 {"sync_interval_ms", sync_interval_ms},
+                                 {"warmup_steps", warmup_steps}}) {
+  if (peer_selection_mode != "all") {
+    throw InvalidArgument("async: peer_selection_mode must be all (the only mode of Bagua's async), got '" +
+                          peer_selection_mode + "'");
   }
-  if (interval_ms_ < 1) throw InvalidArgument("async: sync_interval_ms must be at least 1");
-  if (warmup_ < 0) throw InvalidArgument("async: warmup_steps must be >= 0");
-}
-
-nlohmann::json AsyncModelAverage::kwargs() const {
-  return {{"peer_selection_mode", mode_}, {"sync_interval_ms", interval_ms_}, {"warmup_steps", warmup_}};
+  if (sync_interval_ms < 1) throw InvalidArgument("async: sync_interval_ms must be at least 1");
+  if (warmup_steps < 0) throw InvalidArgument("async: warmup_steps must be >= 0");
 }
 
 std::unique_ptr<AlgorithmImpl> AsyncModelAverage::reify(ProcessGroupPtr group) const {
-  return std::make_unique<AsyncImpl>(std::move(group), interval_ms_, warmup_);
+  return std::make_unique<AsyncImpl>(std::move(group), sync_interval_ms(), warmup_steps());
 }
 
 void AsyncModelAverage::abort(BaguaModule& module) const {
@@ -254,10 +252,12 @@ void AsyncModelAverage::resume(BaguaModule& module) const {
   module.resume_background();
 }
 
-AlgorithmPtr make_async(const nlohmann::json& kw, const AlgorithmBuildContext&) {
-  return std::make_shared<AsyncModelAverage>(kw.at("peer_selection_mode").get<std::string>(),
-                                             kw.at("sync_interval_ms").get<int64_t>(),
-                                             kw.at("warmup_steps").get<int64_t>());
+algorithms::AlgorithmFactory algorithms::async_factory() {
+  return {[](const nlohmann::json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+    return std::make_shared<AsyncModelAverage>(kw.at("peer_selection_mode").get<std::string>(),
+                                               kw.at("sync_interval_ms").get<int64_t>(),
+                                               kw.at("warmup_steps").get<int64_t>());
+  }};
 }
 
 }  // namespace bagua

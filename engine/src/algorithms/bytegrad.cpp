@@ -40,14 +40,17 @@ class ByteGradImpl : public AlgorithmImpl {
 
 }  // namespace
 
-nlohmann::json ByteGrad::kwargs() const { return {{"hierarchical", hierarchical_}, {"average", average_}}; }
+ByteGrad::ByteGrad(bool hierarchical, bool average)
+    : KeywordAlgorithm("bytegrad", {{"hierarchical", hierarchical}, {"average", average}}) {}
 
 std::unique_ptr<AlgorithmImpl> ByteGrad::reify(ProcessGroupPtr group) const {
-  return std::make_unique<ByteGradImpl>(std::move(group), hierarchical_, average_);
+  return std::make_unique<ByteGradImpl>(std::move(group), kwarg<bool>("hierarchical"), kwarg<bool>("average"));
 }
 
-AlgorithmPtr make_bytegrad(const nlohmann::json& kw, const AlgorithmBuildContext&) {
-  return std::make_shared<ByteGrad>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
+algorithms::AlgorithmFactory algorithms::bytegrad_factory() {
+  return {[](const nlohmann::json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+    return std::make_shared<ByteGrad>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
+  }};
 }
 
 }  // namespace bagua

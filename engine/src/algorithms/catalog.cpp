@@ -1,5 +1,5 @@
-// The list of every algorithm's descriptor (bagua/algorithms/catalog.h):
-// adding an algorithm adds one line here.
+// algorithm_catalog() (bagua/algorithms/catalog.h): the descriptor of every
+// algorithm of algorithm_list.h, and what is asked of it by name.
 #include <bagua/algorithms/catalog.h>
 #include <bagua/errors.h>
 
@@ -8,20 +8,23 @@
 namespace bagua {
 
 const std::vector<AlgorithmDescriptor>& algorithm_catalog() {
-  static const std::vector<AlgorithmDescriptor> catalog = {
-      algorithms::gradient_allreduce_descriptor(),
-      algorithms::bytegrad_descriptor(),
-      algorithms::decentralized_descriptor(),
-      algorithms::low_precision_decentralized_descriptor(),
-      algorithms::qadam_descriptor(),
-      algorithms::async_descriptor(),
-  };
+#define BAGUA_DESCRIPTOR(id) algorithms::id##_descriptor(),
+  static const std::vector<AlgorithmDescriptor> catalog = {BAGUA_ALGORITHMS(BAGUA_DESCRIPTOR)};
+#undef BAGUA_DESCRIPTOR
   return catalog;
 }
 
 const AlgorithmDescriptor* find_algorithm(const std::string& name) {
   for (const auto& d : algorithm_catalog()) {
     if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+const AlgorithmDescriptor* find_optimizer_owner(const std::string& optimizer_type) {
+  if (optimizer_type.empty()) return nullptr;
+  for (const auto& d : algorithm_catalog()) {
+    if (d.traits.required_optimizer == optimizer_type) return &d;
   }
   return nullptr;
 }

@@ -97,25 +97,28 @@ class DecentralizedImpl : public AlgorithmImpl {
 }  // namespace
 
 Decentralized::Decentralized(bool hierarchical, std::string peer_selection_mode, int64_t communication_interval)
-    : hierarchical_(hierarchical), mode_(std::move(peer_selection_mode)), interval_(communication_interval) {
-  if (mode_ != "all" && mode_ != "shift_one") {
-    throw InvalidArgument("decentralized: peer_selection_mode must be all or shift_one, got '" + mode_ + "'");
+    : KeywordAlgorithm("decentralized", {{"hierarchical", hierarchical},
+                                         {"peer_selection_mode", peer_selection_mode},
+                                         {"communication_interval", communication_interval}}) {
+  if (peer_selection_mode != "all" && peer_selection_mode != "shift_one") {
+    throw InvalidArgument("decentralized: peer_selection_mode must be all or shift_one, got '" +
+                          peer_selection_mode + "'");
   }
-  if (interval_ < 1) throw InvalidArgument("decentralized: communication_interval must be at least 1");
-}
-
-nlohmann::json Decentralized::kwargs() const {
-  return {{"hierarchical", hierarchical_}, {"peer_selection_mode", mode_}, {"communication_interval", interval_}};
+  if (communication_interval < 1) throw InvalidArgument("decentralized: communication_interval must be at least 1");
 }
 
 std::unique_ptr<AlgorithmImpl> Decentralized::reify(ProcessGroupPtr group) const {
-  return std::make_unique<DecentralizedImpl>(std::move(group), hierarchical_, mode_, interval_);
+  return std::make_unique<DecentralizedImpl>(std::move(group), kwarg<bool>("hierarchical"),
+                                             kwarg<std::string>("peer_selection_mode"),
+                                             kwarg<int64_t>("communication_interval"));
 }
 
-AlgorithmPtr make_decentralized(const nlohmann::json& kw, const AlgorithmBuildContext&) {
-  return std::make_shared<Decentralized>(kw.at("hierarchical").get<bool>(),
-                                         kw.at("peer_selection_mode").get<std::string>(),
-                                         kw.at("communication_interval").get<int64_t>());
+algorithms::AlgorithmFactory algorithms::decentralized_factory() {
+  return {[](const nlohmann::json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+    return std::make_shared<Decentralized>(kw.at("hierarchical").get<bool>(),
+                                           kw.at("peer_selection_mode").get<std::string>(),
+                                           kw.at("communication_interval").get<int64_t>());
+  }};
 }
 
 }  // namespace bagua

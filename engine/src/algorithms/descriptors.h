@@ -1,16 +1,16 @@
 // Each algorithm's descriptor (bagua/algorithms/catalog.h), defined in its
-// own NAME_descriptor.cpp beside NAME.cpp, and listed in catalog.cpp.
+// own NAME_descriptor.cpp beside its sources, for every algorithm of
+// algorithm_list.h.
 #pragma once
 
 #include <bagua/algorithms/catalog.h>
 
+#include "algorithms/algorithm_list.h"
+
 namespace bagua::algorithms {
 
-AlgorithmDescriptor gradient_allreduce_descriptor();
-AlgorithmDescriptor bytegrad_descriptor();
-AlgorithmDescriptor decentralized_descriptor();
-AlgorithmDescriptor low_precision_decentralized_descriptor();
-AlgorithmDescriptor qadam_descriptor();
-AlgorithmDescriptor async_descriptor();
+#define BAGUA_DECLARE_DESCRIPTOR(id) AlgorithmDescriptor id##_descriptor();
+BAGUA_ALGORITHMS(BAGUA_DECLARE_DESCRIPTOR)
+#undef BAGUA_DECLARE_DESCRIPTOR
 
 }  // namespace bagua::algorithms

@@ -36,16 +36,18 @@ class GradientAllReduceImpl : public AlgorithmImpl {
 
 }  // namespace
 
-nlohmann::json GradientAllReduce::kwargs() const {
-  return {{"hierarchical", hierarchical_}, {"average", average_}};
-}
+GradientAllReduce::GradientAllReduce(bool hierarchical, bool average)
+    : KeywordAlgorithm("gradient_allreduce", {{"hierarchical", hierarchical}, {"average", average}}) {}
 
 std::unique_ptr<AlgorithmImpl> GradientAllReduce::reify(ProcessGroupPtr group) const {
-  return std::make_unique<GradientAllReduceImpl>(std::move(group), hierarchical_, average_);
+  return std::make_unique<GradientAllReduceImpl>(std::move(group), kwarg<bool>("hierarchical"),
+                                                 kwarg<bool>("average"));
 }
 
-AlgorithmPtr make_gradient_allreduce(const nlohmann::json& kw, const AlgorithmBuildContext&) {
-  return std::make_shared<GradientAllReduce>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
+algorithms::AlgorithmFactory algorithms::gradient_allreduce_factory() {
+  return {[](const nlohmann::json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+    return std::make_shared<GradientAllReduce>(kw.at("hierarchical").get<bool>(), kw.at("average").get<bool>());
+  }};
 }
 
 }  // namespace bagua

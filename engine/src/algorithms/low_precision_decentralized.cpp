@@ -266,21 +266,23 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
 }  // namespace
 
 LowPrecisionDecentralized::LowPrecisionDecentralized(bool hierarchical, int64_t communication_interval)
-    : hierarchical_(hierarchical), interval_(communication_interval) {
-  if (interval_ < 1) throw InvalidArgument("low_precision_decentralized: communication_interval must be at least 1");
-}
-
-nlohmann::json LowPrecisionDecentralized::kwargs() const {
-  return {{"hierarchical", hierarchical_}, {"communication_interval", interval_}};
+    : KeywordAlgorithm("low_precision_decentralized",
+                       {{"hierarchical", hierarchical}, {"communication_interval", communication_interval}}) {
+  if (communication_interval < 1) {
+    throw InvalidArgument("low_precision_decentralized: communication_interval must be at least 1");
+  }
 }
 
 std::unique_ptr<AlgorithmImpl> LowPrecisionDecentralized::reify(ProcessGroupPtr group) const {
-  return std::make_unique<LowPrecisionDecentralizedImpl>(std::move(group), hierarchical_, interval_);
+  return std::make_unique<LowPrecisionDecentralizedImpl>(std::move(group), kwarg<bool>("hierarchical"),
+                                                         kwarg<int64_t>("communication_interval"));
 }
 
-AlgorithmPtr make_low_precision_decentralized(const nlohmann::json& kw, const AlgorithmBuildContext&) {
-  return std::make_shared<LowPrecisionDecentralized>(kw.at("hierarchical").get<bool>(),
-                                                     kw.at("communication_interval").get<int64_t>());
+algorithms::AlgorithmFactory algorithms::low_precision_decentralized_factory() {
+  return {[](const nlohmann::json& kw, const AlgorithmBuildContext&) -> AlgorithmPtr {
+    return std::make_shared<LowPrecisionDecentralized>(kw.at("hierarchical").get<bool>(),
+                                                       kw.at("communication_interval").get<int64_t>());
+  }};
 }
 
 }  // namespace bagua

@@ -95,6 +95,18 @@ int64_t QAdamOptimizer::step_count() const {
   return 0;
 }
 
+std::vector<std::pair<at::Tensor, at::Tensor>> QAdamOptimizer::averaged_state() const {
+  std::vector<std::pair<at::Tensor, at::Tensor>> state;
+  if (step_count() == 0) return state;
+  for (const auto& group : param_groups_) {
+    for (const auto& p : group.params()) {
+      auto it = state_.find(compat::optimizer_state_key<std::decay_t<decltype(state_)>>(p.unsafeGetTensorImpl()));
+      if (it != state_.end()) state.emplace_back(p, static_cast<const QAdamParamState&>(*it->second).exp_avg());
+    }
+  }
+  return state;
+}
+
 int64_t QAdamOptimizer::warmup_steps() const {
   return static_cast<const QAdamOptions&>(param_groups_.at(0).options()).warmup_steps();
 }
@@ -253,14 +265,15 @@ class QAdamImpl : public AlgorithmImpl {
 }  // namespace
 
 QAdamAlgorithm::QAdamAlgorithm(std::shared_ptr<QAdamOptimizer> optimizer, bool hierarchical)
-    : optimizer_(std::move(optimizer)), hierarchical_(hierarchical) {
+    : KeywordAlgorithm("qadam", {{"hierarchical", hierarchical}}), optimizer_(std::move(optimizer)) {
   if (!optimizer_) throw InvalidArgument("QAdamAlgorithm: the optimizer is null");
 }
 
 std::unique_ptr<AlgorithmImpl> QAdamAlgorithm::reify(ProcessGroupPtr group) const {
-  return std::make_unique<QAdamImpl>(std::move(group), optimizer_, hierarchical_);
+  return std::make_unique<QAdamImpl>(std::move(group), optimizer_, kwarg<bool>("hierarchical"));
 }
 
+namespace {
 AlgorithmPtr make_qadam(const nlohmann::json& kw, const AlgorithmBuildContext& context) {
   std::shared_ptr<QAdamOptimizer> qadam;
   if (context.optimizers.size() == 1) qadam = std::dynamic_pointer_cast<QAdamOptimizer>(context.optimizers[0]);
@@ -271,5 +284,17 @@ AlgorithmPtr make_qadam(const nlohmann::json& kw, const AlgorithmBuildContext& c
   }
   return std::make_shared<QAdamAlgorithm>(qadam, kw.at("hierarchical").get<bool>());
 }
+
+// The recipe's {type: qadam} optimizer.
+OptimizerPtr make_qadam_optimizer(std::vector<at::Tensor> params, const OptimizerSpec& s) {
+  return std::make_shared<QAdamOptimizer>(std::move(params), QAdamOptions(s.lr)
+                                                                 .warmup_steps(s.warmup_steps)
+                                                                 .betas({s.betas[0], s.betas[1]})
+                                                                 .eps(s.eps)
+                                                                 .weight_decay(s.weight_decay));
+}
+}  // namespace
+
+algorithms::AlgorithmFactory algorithms::qadam_factory() { return {make_qadam, make_qadam_optimizer}; }
 
 }  // namespace bagua

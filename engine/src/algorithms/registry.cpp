@@ -1,47 +1,51 @@
-// make_algorithm() (bagua/algorithms/registry.h): one factory per algorithm
-// of the catalog; adding an algorithm adds one line here.
+// make_algorithm() and make_algorithm_optimizer()
+// (bagua/algorithms/registry.h): the factory of every algorithm of
+// algorithm_list.h, in the catalog's order.
 #include <bagua/algorithms/registry.h>
 #include <bagua/errors.h>
 
 #include "algorithms/factories.h"
 
-#include <functional>
-#include <map>
+#include <vector>
 
 namespace bagua {
 
 namespace {
-using Factory = std::function<AlgorithmPtr(const nlohmann::json&, const AlgorithmBuildContext&)>;
-
-const std::map<std::string, Factory>& factories() {
-  static const std::map<std::string, Factory> table = {
-      {"gradient_allreduce", make_gradient_allreduce},
-      {"bytegrad", make_bytegrad},
-      {"decentralized", make_decentralized},
-      {"low_precision_decentralized", make_low_precision_decentralized},
-      {"qadam", make_qadam},
-      {"async", make_async},
-  };
+// factories()[i] builds algorithm_catalog()[i]: both expand algorithm_list.h.
+const std::vector<algorithms::AlgorithmFactory>& factories() {
+#define BAGUA_FACTORY(id) algorithms::id##_factory(),
+  static const std::vector<algorithms::AlgorithmFactory> table = {BAGUA_ALGORITHMS(BAGUA_FACTORY)};
+#undef BAGUA_FACTORY
   return table;
+}
+
+const algorithms::AlgorithmFactory* factory_of(const AlgorithmDescriptor* d) {
+  if (d == nullptr) return nullptr;
+  const auto& catalog = algorithm_catalog();
+  return &factories().at(static_cast<size_t>(d - catalog.data()));
 }
 }  // namespace
 
 bool algorithm_implemented(const std::string& name) {
-  return find_algorithm(name) != nullptr && factories().count(name) > 0;
+  const algorithms::AlgorithmFactory* f = factory_of(find_algorithm(name));
+  return f != nullptr && f->build != nullptr;
 }
 
 AlgorithmPtr make_algorithm(const std::string& name, const nlohmann::json& kwargs,
                             const AlgorithmBuildContext& context) {
-  if (find_algorithm(name) != nullptr && !algorithm_implemented(name)) {
-    std::string ready;
-    for (const auto& d : algorithm_catalog()) {
-      if (algorithm_implemented(d.name)) ready += (ready.empty() ? "" : ", ") + d.name;
-    }
-    throw InvalidArgument("algorithm '" + name + "' is not implemented in this version of bagua yet (implemented: " +
-                          ready + ")");
-  }
   const nlohmann::json complete = complete_kwargs(name, kwargs);  // throws for an unknown name
-  return factories().at(name)(complete, context);
+  return factory_of(find_algorithm(name))->build(complete, context);
+}
+
+OptimizerPtr make_algorithm_optimizer(const std::string& type, std::vector<at::Tensor> params,
+                                      const OptimizerSpec& spec) {
+  const algorithms::AlgorithmFactory* f = factory_of(find_optimizer_owner(type));
+  if (f == nullptr) return nullptr;
+  if (!f->optimizer) {
+    throw InvalidArgument("algorithm " + find_optimizer_owner(type)->name + " requires a " + type +
+                          " optimizer but has no factory for one");
+  }
+  return f->optimizer(std::move(params), spec);
 }
 
 }  // namespace bagua

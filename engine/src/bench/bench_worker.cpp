@@ -112,7 +112,7 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-// The synthetic model: an MLP in -> h -> h -> h -> classes (tanh between: no unit dies, so QAdam's frozen second moment has no zeros),
+// The synthetic model: an MLP in -> h -> h -> h -> classes (tanh between: no unit dies, so a frozen second moment has no zeros),
 // h chosen so the parameters come to about `params`, as a TorchScript
 // module made in memory (nothing to export or ship).
 struct Synthetic {
@@ -285,16 +285,22 @@ void BenchWorker::setup() {
   }
 }
 
-// QAdam freezes its second moment after its warm-up: estimated over a
-// handful of steps it holds near-zeros that blow compressed momentum up. Its
-// unmeasured warm-up is at least 20 steps.
-int64_t qadam_warmup(int64_t warmup) { return std::max<int64_t>(warmup, 20); }
+// A contender's unmeasured warm-up: the bench's, or longer where its
+// algorithm's own optimizer needs it (RequiredOptimizer::bench_warmup_at_least:
+// a second moment frozen after a warm-up of a handful of steps holds
+// near-zeros that blow compressed momentum up).
+int64_t warmup_of(const AlgorithmDescriptor* algorithm, int64_t warmup) {
+  if (algorithm == nullptr || algorithm->traits.required_optimizer.empty()) return warmup;
+  return std::max(warmup, algorithm->optimizer.bench_warmup_at_least);
+}
 
 // The optimizers a contender trains with: the recipe's (or SGD with
-// momentum for the synthetic model); qadam gets a QAdam optimizer whose
-// warm-up ends with the bench's, so its measured steps are compressed ones;
-// the others swap a recipe's qadam optimizer for Adam with the same
-// hyperparameters.
+// momentum for the synthetic model); an algorithm that requires its own
+// optimizer gets it, with the first one's hyperparameters (lr 0.001 when
+// the recipe's is of another type) and a warm-up that ends with the
+// bench's, so its measured steps are the algorithm's steady ones; the
+// others swap a recipe's algorithm-owned optimizer for its stand-in with
+// the same hyperparameters.
 std::vector<OptimizerSpec> optimizer_specs(const std::optional<Recipe>& recipe, const AlgorithmDescriptor* algorithm,
                                            int64_t warmup) {
   std::vector<OptimizerSpec> specs;
@@ -307,18 +313,21 @@ std::vector<OptimizerSpec> optimizer_specs(const std::optional<Recipe>& recipe, 
     sgd.momentum = 0.9;
     specs.push_back(sgd);
   }
-  if (algorithm != nullptr && algorithm->traits.needs_qadam_optimizer) {
-    OptimizerSpec q = specs.front();
-    q.type = OptimizerType::kQAdam;
-    q.params = {"*"};
-    if (recipe == std::nullopt || recipe->optimizers.front().type != OptimizerType::kQAdam) q.lr = 0.001;
-    // Its switch to compressed momentum (a reset of the buckets) comes at
+  if (algorithm != nullptr && !algorithm->traits.required_optimizer.empty()) {
+    const OptimizerType type = enum_from_string<OptimizerType>(algorithm->traits.required_optimizer).value();
+    OptimizerSpec own = specs.front();
+    own.type = type;
+    own.params = {"*"};
+    if (recipe == std::nullopt || recipe->optimizers.front().type != type) own.lr = 0.001;
+    // Its switch to the compressed steps (a reset of the buckets) comes at
     // the forward after its warmup_steps-th step: inside the bench's warm-up.
-    q.warmup_steps = std::max<int64_t>(1, qadam_warmup(warmup) - 1);
-    return {q};
+    own.warmup_steps = std::max<int64_t>(1, warmup_of(algorithm, warmup) - 1);
+    return {own};
   }
   for (auto& s : specs) {
-    if (s.type == OptimizerType::kQAdam) s.type = OptimizerType::kAdam;
+    if (const AlgorithmDescriptor* owner = find_optimizer_owner(to_string(s.type))) {
+      s.type = enum_from_string<OptimizerType>(owner->optimizer.stand_in).value();
+    }
   }
   return specs;
 }
@@ -426,7 +435,7 @@ void BenchWorker::warm_up(Contender& c) {
   if (c.background) c.ddp->resume_background();
   std::vector<double> seconds;
   const AlgorithmDescriptor* d = find_algorithm(c.name);
-  const int64_t warmup = d && d->traits.needs_qadam_optimizer ? qadam_warmup(spec_.warmup) : spec_.warmup;
+  const int64_t warmup = warmup_of(d, spec_.warmup);
   for (int64_t i = 0; (i < warmup || (c.tunes_buckets && !c.ddp->autotune_result() && i < kMaxTuningSteps)) &&
                       !c.diverged;
        ++i) {

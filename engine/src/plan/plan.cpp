@@ -91,8 +91,11 @@ nlohmann::json with_defaults(const AlgorithmDescriptor& d, const nlohmann::json&
 // ---------------------------------------------------------------- memory
 
 // Optimizer state per parameter of each type, in parameter-sized tensors
-// (LibTorch 1.13's optimizers and QAdamOptimizer).
+// (LibTorch 1.13's optimizers, and those the algorithms require).
 std::pair<int64_t, std::string> optimizer_state(const OptimizerSpec& s) {
+  if (const AlgorithmDescriptor* owner = find_optimizer_owner(to_string(s.type))) {
+    return {owner->optimizer.state_tensors, owner->optimizer.state};
+  }
   switch (s.type) {
     case OptimizerType::kSgd:
       return s.momentum != 0 ? std::make_pair(int64_t{1}, std::string("momentum buffer"))
@@ -115,7 +118,7 @@ std::pair<int64_t, std::string> optimizer_state(const OptimizerSpec& s) {
       return {k, what};
     }
     case OptimizerType::kAdagrad: return {1, "sum"};
-    case OptimizerType::kQAdam: return {3, "exp_avg, exp_avg_sq, the update's denominator"};
+    default: break;  // an algorithm's own: above
   }
   return {0, ""};
 }
@@ -250,10 +253,10 @@ void plan_algorithms(const Recipe& recipe, Plan& plan) {
   ctx.flatten = recipe.algorithm.flatten;
   ctx.bucket_bytes = recipe.algorithm.bucket_size;
   ctx.bucket_size_auto = recipe.algorithm.bucket_size_auto;
-  ctx.qadam_warmup = OptimizerSpec{}.warmup_steps;
-  if (recipe.optimizers.size() == 1 && recipe.optimizers[0].type == OptimizerType::kQAdam) {
-    ctx.qadam_optimizer = true;
-    ctx.qadam_warmup = recipe.optimizers[0].warmup_steps;
+  ctx.optimizer_warmup = OptimizerSpec{}.warmup_steps;
+  if (recipe.optimizers.size() == 1) {
+    ctx.sole_optimizer = to_string(recipe.optimizers[0].type);
+    if (find_optimizer_owner(ctx.sole_optimizer)) ctx.optimizer_warmup = recipe.optimizers[0].warmup_steps;
   }
   ctx.buckets = [&registered, &recipe](int64_t alignment, bool flatten, const std::string& registers) {
     return bucket_plan(registered, recipe, alignment, flatten, registers);

@@ -160,30 +160,34 @@ struct Checker {
     }
   }
 
-  void check_qadam() {
+  // An optimizer type that an algorithm requires (AlgorithmTraits::
+  // required_optimizer) goes with that algorithm alone, and that algorithm
+  // with exactly one optimizer, of that type.
+  void check_required_optimizer() {
     const json* name = at("algorithm.name");
     const json* optimizers = at("optimizers");
     if (!name || !name->is_string() || !optimizers || !optimizers->is_array()) return;
     const AlgorithmDescriptor* algorithm = find_algorithm(name->get<std::string>());
-    bool qadam_algorithm = algorithm && algorithm->traits.needs_qadam_optimizer;
-    size_t qadam_count = 0;
+    const std::string required = algorithm ? algorithm->traits.required_optimizer : "";
+    size_t required_count = 0;
     for (size_t i = 0; i < optimizers->size(); ++i) {
       const json& o = (*optimizers)[i];
       if (!o.is_object() || !o.contains("type")) continue;
-      if (o["type"] == "qadam") {
-        ++qadam_count;
-        if (!qadam_algorithm)
-          error(index_path("optimizers", i) + ".type",
-                "the qadam optimizer only works with algorithm.name: qadam (found algorithm " +
-                name->dump() + "), which communicates its compressed momentum");
-      } else if (qadam_algorithm) {
+      const std::string type = o["type"].is_string() ? o["type"].get<std::string>() : "";
+      if (!required.empty() && type == required) {
+        ++required_count;
+      } else if (!required.empty()) {
         error(index_path("optimizers", i) + ".type",
-              "algorithm qadam needs its optimizer to be of type qadam (expected qadam, found " +
-              o["type"].dump() + ")");
+              "algorithm " + algorithm->name + " needs its optimizer to be of type " + required + " (expected " +
+                  required + ", found " + o["type"].dump() + ")");
+      } else if (const AlgorithmDescriptor* owner = find_optimizer_owner(type)) {
+        error(index_path("optimizers", i) + ".type",
+              "the " + type + " optimizer only works with algorithm.name: " + owner->name + " (found algorithm " +
+                  name->dump() + "), " + owner->optimizer.only_with_its_algorithm_because);
       }
     }
-    if (qadam_algorithm && optimizers->size() > 1 && qadam_count == optimizers->size())
-      error("optimizers", "algorithm qadam drives exactly one optimizer (expected 1, found " +
+    if (!required.empty() && optimizers->size() > 1 && required_count == optimizers->size())
+      error("optimizers", "algorithm " + algorithm->name + " drives exactly one optimizer (expected 1, found " +
             std::to_string(optimizers->size()) + ")");
   }
 
@@ -193,10 +197,12 @@ struct Checker {
     const json* optimizers = at("optimizers");
     for (size_t i = 0; optimizers && optimizers->is_array() && i < optimizers->size(); ++i) {
       const json& o = (*optimizers)[i];
-      if (o.is_object() && field(o, "fused") == true && field(o, "type") == "qadam") {
+      if (!o.is_object() || field(o, "fused") != true || !field(o, "type").is_string()) continue;
+      const std::string type = field(o, "type").get<std::string>();
+      if (const AlgorithmDescriptor* owner = find_optimizer_owner(type)) {
         error(index_path("optimizers", i) + ".fused",
-              "a qadam optimizer cannot be fused: the qadam algorithm reads and compresses its momentum parameter "
-              "by parameter (expected false, found true; fuse sgd, adam, adamw, rmsprop or adagrad)");
+              "a " + type + " optimizer cannot be fused: " + owner->optimizer.not_fused_because +
+                  " (expected false, found true; fuse sgd, adam, adamw, rmsprop or adagrad)");
       }
     }
     json* flatten = tree.doc.contains("algorithm") && tree.doc["algorithm"].is_object() &&
@@ -315,7 +321,7 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   c.check_sampler();
   c.check_global_batch();
   c.check_algorithm_world();
-  c.check_qadam();
+  c.check_required_optimizer();
   c.check_fused();
   c.check_optimizers();
   c.check_layout();

@@ -1,6 +1,6 @@
 #include "train/components.h"
 
-#include <bagua/algorithms/q_adam.h>
+#include <bagua/algorithms/registry.h>
 #include <bagua/distributed.h>
 #include <bagua/errors.h>
 #include <bagua/fused_optimizer.h>
@@ -31,6 +31,7 @@ at::Tensor compute_loss(Loss loss, const at::Tensor& output, const at::Tensor& t
 namespace {
 std::shared_ptr<torch::optim::Optimizer> make_one(const OptimizerSpec& s, std::vector<at::Tensor> params) {
   using namespace torch::optim;
+  if (auto own = make_algorithm_optimizer(to_string(s.type), params, s)) return own;  // an algorithm's optimizer
   switch (s.type) {
     case OptimizerType::kSgd:
       return std::make_shared<SGD>(params, SGDOptions(s.lr).momentum(s.momentum).dampening(s.dampening)
@@ -50,12 +51,7 @@ std::shared_ptr<torch::optim::Optimizer> make_one(const OptimizerSpec& s, std::v
                                                    .weight_decay(s.weight_decay)
                                                    .initial_accumulator_value(s.initial_accumulator_value)
                                                    .eps(s.eps));
-    case OptimizerType::kQAdam:
-      return std::make_shared<QAdamOptimizer>(params, QAdamOptions(s.lr)
-                                                          .warmup_steps(s.warmup_steps)
-                                                          .betas({s.betas[0], s.betas[1]})
-                                                          .eps(s.eps)
-                                                          .weight_decay(s.weight_decay));
+    default: break;  // the algorithms' own: above
   }
   throw Error("unknown optimizer type", false);
 }

@@ -45,8 +45,8 @@ class NonFiniteGuard {
     int world = 1;
     ProcessGroupPtr control;  // for the agreement collectives (Gloo, CPU)
     // State other than gradients that the algorithm averaged this step, as
-    // (name, tensor) (qadam's momenta): checked with the gradients, and a
-    // non-finite one is the same on every rank. Null: none.
+    // (name, tensor) (AveragedOptimizerState): checked with the gradients,
+    // and a non-finite one is the same on every rank. Null: none.
     std::function<NamedTensors()> averaged_state;
   };
 

@@ -3,7 +3,7 @@
 // planning the run's steps, log and first lines.
 #include "train/worker.h"
 
-#include <bagua/algorithms/q_adam.h>
+#include <bagua/algorithms/algorithm.h>
 #include <bagua/algorithms/registry.h>
 #include <bagua/communication.h>
 #include <bagua/errors.h>
@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 namespace fs = std::filesystem;
 
@@ -183,23 +184,18 @@ void Worker::make_guard() {
   guard.rank = env_.rank;
   guard.world = env_.world;
   guard.control = env_.control;
-  // qadam averages its momenta, not the gradients, after its warm-up: a NaN
-  // on one rank reaches the others through them.
-  if (auto qadam = built_.optimizers.size() == 1 ? std::dynamic_pointer_cast<QAdamOptimizer>(built_.optimizers[0])
-                                                 : nullptr) {
-    train::NamedTensors driven;  // the parameters the optimizer updates, by name
-    for (const auto& [name, p] : params_) {
-      for (const auto& group : qadam->param_groups()) {
-        for (const auto& q : group.params()) {
-          if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) driven.emplace_back(name, p);
-        }
-      }
-    }
-    guard.averaged_state = [qadam, driven] {
-      train::NamedTensors momenta;
-      if (qadam->step_count() == 0) return momenta;
-      for (const auto& [name, p] : driven) momenta.emplace_back(name, qadam->state_of(p).exp_avg());
-      return momenta;
+  // An algorithm that averages optimizer state in place of the gradients
+  // (AveragedOptimizerState, e.g. momenta after a warm-up): a NaN on
+  // one rank reaches the others through it, so the guard checks it too.
+  for (const auto& optimizer : built_.optimizers) {
+    auto averaged = std::dynamic_pointer_cast<AveragedOptimizerState>(optimizer);
+    if (!averaged) continue;
+    std::map<const void*, std::string> names;  // the parameters by identity
+    for (const auto& [name, p] : params_) names[p.unsafeGetTensorImpl()] = name;
+    guard.averaged_state = [averaged, names] {
+      NamedTensors state;
+      for (const auto& [p, t] : averaged->averaged_state()) state.emplace_back(names.at(p.unsafeGetTensorImpl()), t);
+      return state;
     };
   }
   // Async ranks skip alone: each says so in its own log.

@@ -190,4 +190,41 @@ class Algorithm {
 
 using AlgorithmPtr = std::shared_ptr<const Algorithm>;
 
+// What every algorithm's declaration shares: its registry name and keyword
+// arguments, given once to the constructor, which name() and kwargs()
+// answer and kwarg() reads. An algorithm derives from it, declares its
+// constructor (the keyword arguments as typed parameters, Bagua's
+// defaults) and reify(), and defines them in its source.
+class KeywordAlgorithm : public Algorithm {
+ public:
+  std::string name() const final { return name_; }
+  nlohmann::json kwargs() const final { return kwargs_; }
+  // The keyword argument `key`, as T (kwargs() holds every one).
+  template <typename T>
+  T kwarg(const std::string& key) const {
+    return kwargs_.at(key).template get<T>();
+  }
+
+ protected:
+  KeywordAlgorithm(std::string name, nlohmann::json kwargs) : name_(std::move(name)), kwargs_(std::move(kwargs)) {}
+
+ private:
+  std::string name_;
+  nlohmann::json kwargs_;
+};
+
+// An optimizer whose state the algorithm that requires it
+// (AlgorithmTraits::required_optimizer) averages across ranks in place of
+// the gradients (QAdamOptimizer's momentum): a non-finite value in it
+// reaches every rank as one in a gradient would, so whoever checks the
+// gradients checks these too.
+class AveragedOptimizerState {
+ public:
+  virtual ~AveragedOptimizerState() = default;
+  // The optimizer state the algorithm averages across ranks in place of
+  // gradients, as (parameter, state tensor) pairs; empty while nothing is
+  // averaged yet.
+  virtual std::vector<std::pair<at::Tensor, at::Tensor>> averaged_state() const = 0;
+};
+
 }  // namespace bagua

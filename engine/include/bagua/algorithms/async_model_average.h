@@ -34,14 +34,12 @@ namespace bagua {
 
 class BaguaModule;  // bagua/distributed.h
 
-class AsyncModelAverage : public Algorithm {
+class AsyncModelAverage : public KeywordAlgorithm {
  public:
   // Throws InvalidArgument for a mode other than "all", an interval < 1 ms
   // or warmup_steps < 0.
   explicit AsyncModelAverage(std::string peer_selection_mode = "all", int64_t sync_interval_ms = 500,
                              int64_t warmup_steps = 0);
-  std::string name() const override { return "async"; }
-  nlohmann::json kwargs() const override;
   std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
 
   // Bagua's abort and resume, for a module wrapped with this algorithm
@@ -49,13 +47,8 @@ class AsyncModelAverage : public Algorithm {
   void abort(BaguaModule& module) const;
   void resume(BaguaModule& module) const;
 
-  int64_t sync_interval_ms() const { return interval_ms_; }
-  int64_t warmup_steps() const { return warmup_; }
-
- private:
-  std::string mode_;
-  int64_t interval_ms_;
-  int64_t warmup_;
+  int64_t sync_interval_ms() const { return kwarg<int64_t>("sync_interval_ms"); }
+  int64_t warmup_steps() const { return kwarg<int64_t>("warmup_steps"); }
 };
 
 // Bagua's class name.

@@ -20,21 +20,10 @@
 
 namespace bagua {
 
-class ByteGrad : public Algorithm {
+class ByteGrad : public KeywordAlgorithm {
  public:
-  explicit ByteGrad(bool hierarchical = true, bool average = true)
-      : hierarchical_(hierarchical), average_(average) {}
-
-  std::string name() const override { return "bytegrad"; }
-  nlohmann::json kwargs() const override;
+  explicit ByteGrad(bool hierarchical = true, bool average = true);
   std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
-
-  bool hierarchical() const { return hierarchical_; }
-  bool average() const { return average_; }
-
- private:
-  bool hierarchical_;
-  bool average_;
 };
 
 // Bagua's class name.

@@ -2,8 +2,9 @@
 // one-line description, keyword arguments with their defaults, traits, the
 // checks of a recipe it cannot run, and the traffic model `bagua plan`
 // uses. One AlgorithmDescriptor per algorithm, defined next to the
-// algorithm's own source (engine/src/algorithms/NAME_descriptor.cpp) and
-// listed once in algorithm_catalog(). Recipe validation, the trainer, the
+// algorithm's own source (engine/src/algorithms/NAME_descriptor.cpp); the
+// algorithm's one line in engine/src/algorithms/algorithm_list.h puts it in
+// algorithm_catalog(). Recipe validation, the trainer, the
 // planner and the bench ask the descriptor; none of them names an
 // algorithm. Building one is LibTorch's side: make_algorithm()
 // (bagua/algorithms/registry.h, in libbagua_core).
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -25,8 +27,12 @@ struct AlgorithmTraits {
   // synchronous algorithms); the others keep per-rank weights, so
   // checkpoints keep each rank's and evaluations use their average.
   bool replicas_identical = true;
-  // Needs exactly one optimizer, of type qadam (QAdamOptimizer).
-  bool needs_qadam_optimizer = false;
+  // The optimizer this algorithm drives, by its recipe type (e.g. "qadam"),
+  // or empty: any. When set, the algorithm's recipe has exactly one
+  // optimizer, of this type and not fused, no other algorithm takes one of
+  // this type, and make_algorithm_optimizer() (bagua/algorithms/registry.h)
+  // builds it; AlgorithmDescriptor::optimizer says the rest of it.
+  std::string required_optimizer;
   // Has a `hierarchical` keyword argument that takes effect.
   bool supports_hierarchical = false;
   // Every rank takes the same steps in lockstep (false for async: ranks run
@@ -36,6 +42,25 @@ struct AlgorithmTraits {
   // background averaging loop): buckets cannot be rebuilt mid-training, so
   // bucket_size: auto is refused (AlgorithmImpl::keeps_bucket_state()).
   bool keeps_bucket_state = false;
+};
+
+// What the rest of bagua knows of the optimizer an algorithm requires
+// (AlgorithmTraits::required_optimizer), so that none of it names either.
+struct RequiredOptimizer {
+  // Why no other algorithm can take it, ending the recipe check's "the T
+  // optimizer only works with algorithm.name: A (found algorithm B), ...".
+  std::string only_with_its_algorithm_because;
+  // Why it cannot be fused, after "a T optimizer cannot be fused: ".
+  std::string not_fused_because;
+  // Its state per parameter, in parameter-sized tensors, and what they are
+  // (bagua plan's memory estimate).
+  int64_t state_tensors = 0;
+  std::string state;
+  // bagua bench measures after at least this many warm-up steps with it.
+  int64_t bench_warmup_at_least = 0;
+  // The optimizer type the other algorithms take in its place when bagua
+  // bench compares them on its recipe (same hyperparameters).
+  std::string stand_in;
 };
 
 // A recipe this algorithm cannot run: the keyword argument to blame
@@ -50,6 +75,8 @@ struct AlgorithmDescriptor {
   std::string description;  // one line
   nlohmann::json defaults;  // every accepted keyword argument with its default
   AlgorithmTraits traits;
+  // Filled when traits.required_optimizer is.
+  RequiredOptimizer optimizer;
   // bagua plan's prediction of one step (or round): required.
   TrafficModel traffic;
   // Keyword arguments (over the defaults) whose traffic differs in kind,
@@ -66,6 +93,11 @@ const std::vector<AlgorithmDescriptor>& algorithm_catalog();
 
 // The descriptor called `name`, or nullptr.
 const AlgorithmDescriptor* find_algorithm(const std::string& name);
+
+// The descriptor of the algorithm that requires optimizers of recipe type
+// `optimizer_type` (AlgorithmTraits::required_optimizer), or nullptr when
+// any algorithm takes it.
+const AlgorithmDescriptor* find_optimizer_owner(const std::string& optimizer_type);
 
 // "gradient_allreduce, bytegrad, ..." in catalog order.
 std::string algorithm_names();

@@ -28,19 +28,12 @@
 
 namespace bagua {
 
-class Decentralized : public Algorithm {
+class Decentralized : public KeywordAlgorithm {
  public:
   // Throws InvalidArgument for an unknown mode or an interval < 1.
   explicit Decentralized(bool hierarchical = true, std::string peer_selection_mode = "all",
                          int64_t communication_interval = 1);
-  std::string name() const override { return "decentralized"; }
-  nlohmann::json kwargs() const override;
   std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
-
- private:
-  bool hierarchical_;
-  std::string mode_;
-  int64_t interval_;
 };
 
 // Bagua's class name.

@@ -12,21 +12,10 @@
 
 namespace bagua {
 
-class GradientAllReduce : public Algorithm {
+class GradientAllReduce : public KeywordAlgorithm {
  public:
-  explicit GradientAllReduce(bool hierarchical = false, bool average = true)
-      : hierarchical_(hierarchical), average_(average) {}
-
-  std::string name() const override { return "gradient_allreduce"; }
-  nlohmann::json kwargs() const override;
+  explicit GradientAllReduce(bool hierarchical = false, bool average = true);
   std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
-
-  bool hierarchical() const { return hierarchical_; }
-  bool average() const { return average_; }
-
- private:
-  bool hierarchical_;
-  bool average_;
 };
 
 // Bagua's class name.

@@ -22,16 +22,11 @@
 
 namespace bagua {
 
-class LowPrecisionDecentralized : public Algorithm {
+class LowPrecisionDecentralized : public KeywordAlgorithm {
  public:
+  // Throws InvalidArgument for an interval < 1.
   explicit LowPrecisionDecentralized(bool hierarchical = true, int64_t communication_interval = 1);
-  std::string name() const override { return "low_precision_decentralized"; }
-  nlohmann::json kwargs() const override;
   std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
-
- private:
-  bool hierarchical_;
-  int64_t interval_;
 };
 
 // Bagua's class name.

@@ -58,7 +58,8 @@ struct QAdamParamState : public torch::optim::OptimizerCloneableParamState<QAdam
   void serialize(torch::serialize::OutputArchive& archive) const override;
 };
 
-class QAdamOptimizer : public torch::optim::Optimizer {
+// Its momentum is the state QAdamAlgorithm averages (AveragedOptimizerState).
+class QAdamOptimizer : public torch::optim::Optimizer, public AveragedOptimizerState {
  public:
   // Throws InvalidArgument for lr < 0, eps < 0, betas outside [0, 1) or
   // warmup_steps < 1 (a zero warm-up would freeze v at zero).
@@ -76,6 +77,11 @@ class QAdamOptimizer : public torch::optim::Optimizer {
   int64_t warmup_steps() const;
   double beta1() const;
 
+  // (parameter, exp_avg) of every parameter with state, once a step has
+  // been taken (during the warm-up the momentum is made of averaged
+  // gradients, so it agrees across ranks as well); empty before.
+  std::vector<std::pair<at::Tensor, at::Tensor>> averaged_state() const override;
+
  private:
   void check_options(const QAdamOptions& options) const;
   // Scratch for the update's denominator, per parameter (not state: not saved).
@@ -85,19 +91,15 @@ class QAdamOptimizer : public torch::optim::Optimizer {
 // The algorithm of the optimizer above. hierarchical: as ByteGrad's (the
 // momentum is averaged in full precision within a node, compressed across
 // node leaders); it applies after warm-up only.
-class QAdamAlgorithm : public Algorithm {
+class QAdamAlgorithm : public KeywordAlgorithm {
  public:
   explicit QAdamAlgorithm(std::shared_ptr<QAdamOptimizer> optimizer, bool hierarchical = true);
-
-  std::string name() const override { return "qadam"; }
-  nlohmann::json kwargs() const override { return {{"hierarchical", hierarchical_}}; }
   std::unique_ptr<AlgorithmImpl> reify(ProcessGroupPtr group) const override;
 
   const std::shared_ptr<QAdamOptimizer>& optimizer() const { return optimizer_; }
 
  private:
   std::shared_ptr<QAdamOptimizer> optimizer_;
-  bool hierarchical_;
 };
 
 }  // namespace bagua

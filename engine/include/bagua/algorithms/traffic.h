@@ -107,10 +107,13 @@ struct TrafficContext {
   bool flatten = true;            // algorithm.flatten
   int64_t bucket_bytes = 0;       // algorithm.bucket_size
   bool bucket_size_auto = false;  // algorithm.bucket_size: auto
-  // The recipe's optimizers are [qadam] (then its warm-up is qadam_warmup
-  // steps; otherwise that of a default qadam optimizer).
-  bool qadam_optimizer = false;
-  int64_t qadam_warmup = 100;
+  // The recipe's optimizer type when it has exactly one ("sgd", ...), else
+  // empty: an algorithm with a required optimizer
+  // (AlgorithmTraits::required_optimizer) is given it when they are equal.
+  std::string sole_optimizer;
+  // Its warm-up steps (OptimizerSpec::warmup_steps) when an algorithm
+  // requires its type; otherwise the default.
+  int64_t optimizer_warmup = 100;
   // The buckets make_buckets() makes of the registered tensors (the build
   // parameters, last first) with `alignment` (elements) and `flatten`;
   // `registers` says what they hold ("gradients", "weights", ...).
