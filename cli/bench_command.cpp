@@ -1,33 +1,24 @@
 // bagua bench: how fast each algorithm trains this model on this network,
 // measured side by side in one invocation (docs/bench.md).
 //
-// The launcher checks the flags (and the recipe, when one is given), writes
-// the workers' BenchSpec to a temporary directory, optionally builds the
-// emulated network (--link), starts the workers as `bagua run` does, and
-// turns rank 0's figures into a table, a recommendation, JSON and an SVG.
-// A worker is this same command with --worker-spec (set by the launcher).
-#include "bench/bench_report.h"
+// Flags and rendering: the agent (checks, the emulated network of --link,
+// the workers, the summary) is run_bench() (bagua/bench.h); this prints its
+// table and recommendation and writes the JSON and the SVG. A worker is
+// this same command with --worker-spec (set by the agent).
 #include "command.h"
 #include "runtime_commands.h"
-#include "bench/emulated_network.h"
 
-#include <bagua/algorithms/registry.h>
 #include <bagua/bench.h>
 #include <bagua/errors.h>
-#include <bagua/launch.h>
 #include <bagua/recipe.h>
-#include <bagua/preflight.h>
-#include <bagua/preflight.h>
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 namespace bagua::cli {
 namespace {
@@ -46,176 +37,50 @@ struct BenchFlags {
   std::string worker_spec, worker_result;  // worker mode (set by the launcher)
 };
 
-// A temporary directory removed with this object.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "bagua-bench-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw Error("cannot create a temporary directory in " + tmpl);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 int fail(const std::string& message) {
   std::cerr << "bagua bench: " << message << "\n";
   return kExitInvalidInput;
 }
 
-int run_worker_mode(const BenchFlags& f) {
-  // --link: this worker is a machine of its own, in its own namespace.
-  if (const char* prefix = std::getenv("BAGUA_BENCH_NETNS"); prefix && *prefix) {
-    const char* local = std::getenv("LOCAL_RANK");
-    bench::EmulatedNetwork::enter_namespace(prefix, local ? std::atoi(local) : 0);
-    setenv("LOCAL_RANK", "0", 1);
-    setenv("LOCAL_WORLD_SIZE", "1", 1);
-    setenv("GROUP_RANK", std::getenv("RANK"), 1);
-  }
-  std::ifstream in(f.worker_spec);
-  BenchSpec spec = BenchSpec::from_json(json::parse(in));
-  json result = run_bench_worker(spec);
-  if (!result.is_null()) {
-    const std::string tmp = f.worker_result + ".tmp";
-    std::ofstream(tmp) << result.dump(1) << "\n";
-    fs::rename(tmp, f.worker_result);
-  }
-  return kExitOk;
-}
-
 int launch(const BenchFlags& f) {
   // Flags first: everything wrong is reported before anything starts.
-  std::vector<std::string> algorithms = f.algorithms;
-  if (algorithms.empty()) {
-    for (const auto& d : algorithm_catalog()) {
-      if (bagua::algorithm_implemented(d.name)) algorithms.push_back(d.name);
-    }
-  }
-  for (const auto& a : algorithms) {
-    const AlgorithmDescriptor* d = find_algorithm(a);
-    if (d == nullptr || !algorithm_implemented(a)) {
-      std::string known;
-      for (const auto& r : algorithm_catalog()) known += (known.empty() ? "" : ", ") + r.name;
-      return fail("--algorithm " + a + ": no such algorithm; known: " + known);
-    }
-  }
-  BenchSpec spec;
-  spec.algorithms = algorithms;
-  spec.steps = f.steps;
-  spec.warmup = f.warmup;
-  spec.rounds = f.rounds;
-  spec.batch_size = f.batch_size;
-  spec.overrides = f.overrides;
+  BenchOptions o;
+  o.spec.algorithms = f.algorithms;
+  o.spec.steps = f.steps;
+  o.spec.warmup = f.warmup;
+  o.spec.rounds = f.rounds;
+  o.spec.batch_size = f.batch_size;
+  o.spec.overrides = f.overrides;
   try {
-    spec.params = parse_count(f.params);
+    o.spec.params = parse_count(f.params);
   } catch (const InvalidArgument& e) {
     return fail(std::string("--params: ") + e.what());
   }
-
-  std::optional<Recipe> recipe;
   if (!f.recipe.empty()) {
     try {
-      recipe = load_recipe(f.recipe, f.overrides);
+      o.recipe = load_recipe(f.recipe, f.overrides);
     } catch (const RecipeError& e) {
       return report_invalid_recipe(e, f.recipe);
     }
-    spec.recipe = fs::absolute(f.recipe).string();
-    check_supported(*recipe);
-    check_data(*recipe);
-  } else if (!f.overrides.empty()) {
-    return fail("--set needs a recipe to change");
-  }
-  const int nproc = f.nproc_per_node.value_or(recipe ? recipe->distributed.nproc_per_node : 2);
-  const int nnodes = f.nnodes.value_or(recipe ? recipe->distributed.nnodes : 1);
-  const int node_rank = f.node_rank.value_or(0);
-  if (nproc < 1 || nnodes < 1 || node_rank < 0 || node_rank >= nnodes) {
-    return fail("--nproc-per-node and --nnodes must be at least 1, and --node-rank below --nnodes");
-  }
-  const int world = nproc * nnodes;
-  if (!f.straggler.empty()) {
-    const auto colon = f.straggler.find(':');
-    char* end1 = nullptr;
-    char* end2 = nullptr;
-    const std::string r = f.straggler.substr(0, colon), x = colon == std::string::npos ? "" : f.straggler.substr(colon + 1);
-    const long rank = std::strtol(r.c_str(), &end1, 10);
-    const double factor = std::strtod(x.c_str(), &end2);
-    if (colon == std::string::npos || r.empty() || x.empty() || *end1 != '\0' || *end2 != '\0' || rank < 0 ||
-        rank >= world || !(factor >= 1) || factor > 1000) {
-      return fail("--straggler " + f.straggler + ": expected RANK:FACTOR with 0 <= RANK < " + std::to_string(world) +
-                  " and FACTOR from 1 to 1000, e.g. 1:2 (rank 1's compute twice as slow)");
-    }
-    spec.straggler_rank = static_cast<int>(rank);
-    spec.straggler_factor = factor;
-  }
-  if (!f.link.empty() && nnodes > 1) {
-    return fail("--link emulates the network between the workers of one machine; with --nnodes the network is real");
-  }
-  if (!f.link.empty() && !bench::EmulatedNetwork::valid_rate(f.link)) {
-    return fail("--link " + f.link + ": not a rate; give a number and a unit: 1gbit, 500mbit, 100mbps, ...");
+    o.spec.recipe = fs::absolute(f.recipe).string();
   }
   if (!f.plot_path.empty() && fs::path(f.plot_path).extension() != ".svg") {
     return fail("--plot " + f.plot_path + ": the chart is SVG; name a FILE.svg");
   }
-  spec.progress_tty = isatty(STDERR_FILENO) == 1;
-
-  TempDir work;
-  const fs::path spec_path = work.path / "spec.json", result_path = work.path / "result.json";
-  std::ofstream(spec_path) << spec.to_json().dump(1) << "\n";
-
-  LaunchOptions opts;
-  opts.command = {self_exe(), "bench", "--worker-spec", spec_path.string(), "--worker-result", result_path.string()};
-  opts.nproc_per_node = nproc;
-  opts.nnodes = nnodes;
-  opts.node_rank = node_rank;
-  opts.master_addr = f.master_addr.value_or(recipe ? recipe->distributed.master_addr : "127.0.0.1");
-  opts.master_port = f.master_port.value_or(nnodes == 1 ? 0 : DistributedSpec::kDefaultMasterPort);
-  opts.echo_rank = nnodes > 1 && node_rank != 0 ? -1 : 0;
-  opts.prefix_output = nnodes > 1 && node_rank != 0;
-  opts.threads_per_worker = recipe ? recipe->train.threads.value_or(0) : 0;
-  opts.cause_statuses = {kExitInvalidInput};  // as bagua run: the rank that found bad input
-  opts.log_dir = (work.path / "logs").string();
-  std::unique_ptr<bench::EmulatedNetwork> network;
-  if (!f.link.empty()) {
-    network = std::make_unique<bench::EmulatedNetwork>(nproc, f.link);  // throws user errors (root, ip, tc)
-    opts.extra_env["BAGUA_BENCH_NETNS"] = network->prefix();
-    opts.extra_env["GLOO_SOCKET_IFNAME"] = bench::EmulatedNetwork::kInterface;
-    opts.master_addr = bench::EmulatedNetwork::address(0);  // rank 0 serves the store, inside its namespace
-    opts.master_port = DistributedSpec::kDefaultMasterPort;
-  }
-
-  std::cerr << "bagua bench: " << world << " workers (" << nnodes << " node" << (nnodes == 1 ? "" : "s") << " x "
-            << nproc << "), " << (recipe ? "recipe " + f.recipe : "synthetic model of about " + f.params + " parameters")
-            << (f.link.empty() ? "" : ", each worker on its own machine linked at " + f.link)
-            << (spec.straggler_rank >= 0 ? ", rank " + std::to_string(spec.straggler_rank) + " slowed " +
-                                               f.straggler.substr(f.straggler.find(':') + 1) + "x"
-                                         : "")
-            << "\n  " << algorithms.size() << " algorithm" << (algorithms.size() == 1 ? "" : "s") << " and a local "
-            << "reference, " << spec.warmup << " warm-up steps, then " << spec.rounds << " alternating rounds of "
-            << spec.steps << " steps each\n";
-  LaunchResult result = LocalSupervisor(opts).run();
-  if (!result.ok) {
-    if (result.interrupted) {
-      std::cerr << "bagua bench: interrupted\n";
-      return kExitInterrupted;
-    }
-    std::cerr << "bagua bench: " << result.summary() << "\n";
-    const bool user = result.first_failure && !result.first_failure->signaled &&
-                      result.first_failure->status == kExitInvalidInput;
-    return user ? kExitInvalidInput : kExitWorkerFailed;
-  }
-  if (!fs::exists(result_path)) {
-    std::cerr << "bagua bench: done; the figures are printed by node 0\n";
-    return kExitOk;
-  }
-  std::ifstream in(result_path);
-  json raw = json::parse(in);
-  raw["link"] = f.link.empty() ? json(nullptr) : json(f.link);
-  raw["straggler"] = spec.straggler_rank < 0 ? json(nullptr)
-                                             : json({{"rank", spec.straggler_rank}, {"factor", spec.straggler_factor}});
-  raw["recipe"] = f.recipe.empty() ? json(nullptr) : json(f.recipe);
-  json report = bench::summarize_bench(std::move(raw));
+  o.recipe_arg = f.recipe;
+  o.params_arg = f.params;
+  o.nproc_per_node = f.nproc_per_node;
+  o.nnodes = f.nnodes;
+  o.node_rank = f.node_rank;
+  o.master_port = f.master_port;
+  o.master_addr = f.master_addr;
+  o.straggler = f.straggler;
+  o.link = f.link;
+  o.worker_command = {self_exe(), "bench"};
+  o.progress_tty = isatty(STDERR_FILENO) == 1;
+  const BenchOutcome outcome = run_bench(std::move(o));
+  if (outcome.report.is_null()) return outcome.exit_code;
+  const json& report = outcome.report;
   std::cout << bench::bench_table(report) << "\nrecommendation: " << report["recommendation"].get<std::string>() << "\n";
   if (!f.json_path.empty()) {
     std::ofstream out(f.json_path);
@@ -280,7 +145,10 @@ const CommandRegistration kBench{
           "  bagua bench --params 25M --link 1gbit --json bench.json --plot bench.svg\n"
           "  bagua bench recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --straggler 1:2\n");
       return [f]() -> int {
-        if (!f->worker_spec.empty()) return run_worker_mode(*f);
+        if (!f->worker_spec.empty()) {
+          run_bench_worker_files(f->worker_spec, f->worker_result);
+          return kExitOk;
+        }
         return launch(*f);
       };
     }};

@@ -5,10 +5,9 @@
 // and prints a short summary: steps, time, resumes, final loss, best eval,
 // throughput (docs/metrics.md).
 #include "command.h"
-#include "report/metrics_history.h"
-#include "common/svg_chart.h"
 
 #include <bagua/errors.h>
+#include <bagua/report.h>
 
 #include <cmath>
 #include <cstdio>
@@ -22,9 +21,6 @@ namespace bagua::cli {
 namespace {
 
 using report::MetricsHistory;
-using svg::ChartPanel;
-using svg::ChartMarker;
-using svg::ChartSeries;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -49,27 +45,6 @@ std::string seconds_text(double s) {
 }
 
 double value_or_nan(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
-
-std::vector<ChartPanel> report_panels(const MetricsHistory& h) {
-  ChartSeries train_loss{"train_loss", "train loss", "#1f77b4", {}};
-  ChartSeries samples{"samples_per_s", "samples/s", "#2ca02c", {}};
-  for (const auto& p : h.steps) {
-    train_loss.points.emplace_back(static_cast<double>(p.step), p.loss);
-    samples.points.emplace_back(static_cast<double>(p.step), p.samples_per_s);
-  }
-  ChartSeries eval_loss{"eval_loss", "eval loss", "#ff7f0e", {}};
-  ChartSeries eval_accuracy{"eval_accuracy", "eval accuracy (%)", "#d62728", {}};
-  for (const auto& e : h.evals) {
-    eval_loss.points.emplace_back(static_cast<double>(e.step), e.eval_loss);
-    if (e.eval_accuracy) eval_accuracy.points.emplace_back(static_cast<double>(e.step), 100.0 * *e.eval_accuracy);
-  }
-  ChartPanel loss{"Loss", "loss", {train_loss}};
-  if (!eval_loss.points.empty()) loss.series.push_back(eval_loss);
-  ChartPanel accuracy{"Eval accuracy", "accuracy (%)", {eval_accuracy},
-                      "no eval accuracy (no data.eval, or not a classifier)"};
-  ChartPanel throughput{"Throughput (all workers)", "samples/s", {samples}};
-  return {loss, accuracy, throughput};
-}
 
 void print_summary(std::ostream& out, const json& s, const std::string& svg_path) {
   out << "steps        " << s["steps"].get<int64_t>() << " (" << s["step_records"].get<size_t>() << " records, "
@@ -120,12 +95,8 @@ int run_report(const ReportFlags& f) {
   if (history.resumes == 1) subtitle += ", resumed once";
   if (history.resumes > 1) subtitle += ", resumed " + std::to_string(history.resumes) + " times";
   std::ofstream svg(svg_path);
-  std::vector<ChartMarker> resumes;
-  for (size_t i = 0; i < history.resume_steps.size(); ++i) {
-    resumes.push_back({static_cast<double>(history.resume_steps[i]), history.resume_labels.at(i)});
-  }
-  svg << svg::line_chart_svg("bagua report: " + fs::absolute(dir).lexically_normal().filename().string(), subtitle,
-                        report_panels(history), resumes);
+  svg << report::report_svg(history, "bagua report: " + fs::absolute(dir).lexically_normal().filename().string(),
+                            subtitle);
   svg.close();
   if (!svg) throw Error("cannot write " + svg_path, true);
 

@@ -14,13 +14,19 @@
 # enforced at compile time: an area's include path is a folder of its own
 # (build/include-trees/<area>/) holding links to exactly the private folders
 # and public headers of itself and of the areas below it that it depends on
-# (transitively). An #include of anything else is "file not found".
+# (transitively). An #include of anything else is "file not found". The
+# other way round, a declared dependency must be used: an area none of
+# whose files (its sources, its private folders' headers, its public
+# headers) includes a header of a dependency it declares stops the
+# configure step too, so DEPENDS says what the area uses, no more.
 #
 # The area's properties, for areas above it and for tests:
 #   BAGUA_AREA_DIRS     private folders visible to it (its own and below)
 #   BAGUA_AREA_HEADERS  public headers visible to it
 #   BAGUA_AREA_TREE     its include tree
 #   BAGUA_AREA_TORCH    whether it (or an area below it) needs LibTorch
+#   BAGUA_AREA_OWN      its own private folders and public headers (an
+#                       #include of one of them uses the area)
 
 set(BAGUA_SRC_ROOT ${PROJECT_SOURCE_DIR}/engine/src)
 set(BAGUA_INCLUDE_ROOT ${PROJECT_SOURCE_DIR}/engine/include)
@@ -40,8 +46,48 @@ function(bagua_include_tree root dirs headers)
   endforeach()
 endfunction()
 
+# Fails the configure step when none of `files` includes anything of area
+# `dep` (its own private folders, "dir/...", or public headers, <bagua/h>).
+function(bagua_check_used area dep files)
+  get_target_property(own bagua_${dep} BAGUA_AREA_OWN)
+  set(alternatives "")
+  foreach(item IN LISTS own)
+    if(item STREQUAL "")
+      continue()
+    elseif(item MATCHES "\\.h$")
+      list(APPEND alternatives "bagua/${item}")
+    else()
+      list(APPEND alternatives "${item}/")
+    endif()
+  endforeach()
+  string(REPLACE "." "\\." alternatives "${alternatives}")
+  list(JOIN alternatives "|" pattern)
+  foreach(f IN LISTS files)
+    file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](${pattern})")
+    if(hits)
+      return()
+    endif()
+  endforeach()
+  message(FATAL_ERROR "bagua area '${area}' declares a dependency on '${dep}' but none of its files includes "
+                      "anything of it: remove '${dep}' from its DEPENDS (an area declares what it uses).")
+endfunction()
+
 function(bagua_area)
   cmake_parse_arguments(A "TORCH" "NAME" "SOURCES;PRIVATE_DIRS;PUBLIC_HEADERS;DEPENDS" ${ARGN})
+  # What the area's own files are, for bagua_check_used.
+  set(own_files "")
+  foreach(f IN LISTS A_SOURCES)
+    if(EXISTS ${f} AND f MATCHES "\\.(cpp|h|cu)$")
+      list(APPEND own_files ${f})
+    endif()
+  endforeach()
+  foreach(d IN LISTS A_PRIVATE_DIRS)
+    file(GLOB private_headers ${BAGUA_SRC_ROOT}/${d}/*.h)
+    list(APPEND own_files ${private_headers})
+  endforeach()
+  foreach(h IN LISTS A_PUBLIC_HEADERS)
+    list(APPEND own_files ${BAGUA_INCLUDE_ROOT}/bagua/${h})
+  endforeach()
   get_property(declared GLOBAL PROPERTY BAGUA_AREAS)
   set(dirs ${A_PRIVATE_DIRS})
   set(headers ${A_PUBLIC_HEADERS})
@@ -54,6 +100,7 @@ function(bagua_area)
     get_target_property(dep_dirs bagua_${dep} BAGUA_AREA_DIRS)
     get_target_property(dep_headers bagua_${dep} BAGUA_AREA_HEADERS)
     get_target_property(dep_torch bagua_${dep} BAGUA_AREA_TORCH)
+    bagua_check_used(${A_NAME} ${dep} "${own_files}")
     list(APPEND dirs ${dep_dirs})
     list(APPEND headers ${dep_headers})
     if(dep_torch)
@@ -68,7 +115,8 @@ function(bagua_area)
   add_library(bagua_${A_NAME} OBJECT ${A_SOURCES})
   set_target_properties(bagua_${A_NAME} PROPERTIES
     BAGUA_AREA_DIRS "${dirs}" BAGUA_AREA_HEADERS "${headers}" BAGUA_AREA_TREE ${tree}
-    BAGUA_AREA_TORCH "${torch}" POSITION_INDEPENDENT_CODE ON)
+    BAGUA_AREA_TORCH "${torch}" BAGUA_AREA_OWN "${A_PRIVATE_DIRS};${A_PUBLIC_HEADERS}"
+    POSITION_INDEPENDENT_CODE ON)
   target_include_directories(bagua_${A_NAME} PRIVATE ${tree})
   target_compile_options(bagua_${A_NAME} PRIVATE ${BAGUA_WARNINGS})
   target_link_libraries(bagua_${A_NAME} PUBLIC nlohmann_json::nlohmann_json)
@@ -81,9 +129,12 @@ function(bagua_area)
   set_property(GLOBAL APPEND PROPERTY BAGUA_AREAS ${A_NAME})
 endfunction()
 
-# The include tree of everything: for the programs above the areas (the
-# CLI, tests, benchmarks), which may use any area.
-function(bagua_full_tree out_var)
+# The include trees of the programs above the areas: `out_var` gets the
+# tree of everything, private folders included (the tests, which may look
+# inside what they test); `public_var` the tree of every public header and
+# nothing else (the CLI and the benchmarks: a private header there is "file
+# not found").
+function(bagua_full_tree out_var public_var)
   get_property(declared GLOBAL PROPERTY BAGUA_AREAS)
   set(dirs "")
   set(headers "")
@@ -96,5 +147,7 @@ function(bagua_full_tree out_var)
   list(REMOVE_DUPLICATES dirs)
   list(REMOVE_DUPLICATES headers)
   bagua_include_tree(${BAGUA_TREES}/all "${dirs}" "${headers}")
+  bagua_include_tree(${BAGUA_TREES}/public "" "${headers}")
   set(${out_var} ${BAGUA_TREES}/all PARENT_SCOPE)
+  set(${public_var} ${BAGUA_TREES}/public PARENT_SCOPE)
 endfunction()

@@ -2,7 +2,7 @@
 // real sockets, at a tiny size so every registered algorithm runs in CI.
 #include "support/bagua_run.h"
 
-#include "bench/bench_report.h"
+#include <bagua/bench.h>
 
 #include <bagua/algorithms/registry.h>
 #include <bagua/recipe.h>

@@ -1,7 +1,7 @@
 # The layering the build enforces (cmake/BaguaAreas.cmake), checked from
 # outside: run by CTest as
 #   cmake -DCXX=... -DTREES=build/include-trees -DLIBS=build/engine -DEXAMPLES=build/examples
-#         -DCLI=build/cli/bagua -P layers_test.cmake
+#         -DCLI=build/cli/bagua -DCLI_SOURCES=cli -P layers_test.cmake
 #
 # 1. An area's include path holds only itself and the areas below it: the
 #    recipe area sees bagua/recipe.h but not bagua/data.h (data is not
@@ -11,6 +11,9 @@
 #    hiredis, protobuf, and not libbagua.so; the examples need only it.
 # 3. The `bagua` executable (validate, schema, report) loads no LibTorch:
 #    nothing of ldd's list is torch or c10.
+# 4. The CLI sees only public headers: its include tree (public) holds
+#    bagua/ and nothing else, no private header compiles there, and every
+#    #include "..." in cli/ names a file of cli/ itself.
 set(work ${CMAKE_CURRENT_BINARY_DIR}/layers-test)
 file(MAKE_DIRECTORY ${work})
 
@@ -45,6 +48,30 @@ compiles(ok common "#include <bagua/metrics.h>\n#include <bagua/recipe_spec.h>")
 if(NOT ok)
   list(APPEND failures "the common area's headers do not compile without LibTorch: ${last_error}")
 endif()
+
+file(GLOB public_entries RELATIVE ${TREES}/public ${TREES}/public/*)
+if(NOT public_entries STREQUAL "bagua")
+  list(APPEND failures "the public include tree (the CLI's) holds more than bagua/: ${public_entries}")
+endif()
+compiles(ok public "#include <bagua/report.h>\n#include <bagua/bench.h>")
+if(NOT ok)
+  list(APPEND failures "the public include tree lacks a public header: ${last_error}")
+endif()
+compiles(ok public "#include \"common/svg_chart.h\"")
+if(ok OR NOT last_error MATCHES "No such file")
+  list(APPEND failures "the public include tree (the CLI's) reaches a private header: ${last_error}")
+endif()
+file(GLOB cli_files ${CLI_SOURCES}/*.cpp ${CLI_SOURCES}/*.h)
+foreach(f IN LISTS cli_files)
+  file(STRINGS ${f} quoted REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(line IN LISTS quoted)
+    string(REGEX REPLACE "^[^\"]*\"([^\"]*)\".*$" "\\1" name "${line}")
+    if(NOT EXISTS ${CLI_SOURCES}/${name})
+      get_filename_component(short ${f} NAME)
+      list(APPEND failures "cli/${short} includes \"${name}\", not a file of cli/: the CLI sees only public headers")
+    endif()
+  endforeach()
+endforeach()
 
 function(needed out file)
   execute_process(COMMAND readelf -d ${file} OUTPUT_VARIABLE text RESULT_VARIABLE rc)

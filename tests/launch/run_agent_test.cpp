@@ -1,5 +1,5 @@
 // The run agent's pure parts (bagua/run_agent.h): the restart policy on
-// every kind of attempt, how a process knows what it was started as, the
+// every kind of attempt and membership change, how a process knows what it was started as, the
 // Slurm task layout, and torchrun's PET_* defaults. No process is started here.
 #include <bagua/errors.h>
 #include <bagua/exit_codes.h>
@@ -113,6 +113,63 @@ TEST(RestartPolicy, PreemptionNoticesFinishWith75) {
   EXPECT_EQ(d.exit_code, bagua::kExitPreempted);
 }
 
+// A fixed-size job is a rendezvous whose membership never changes: the
+// membership policy gives the failure policy's decision back, whatever
+// the round's result says of other nodes.
+TEST(MembershipPolicy, AFixedSizeJobsDecisionIsTheFailurePolicys) {
+  const bagua::MembershipNews fixed;  // can_change false
+  bagua::LaunchResult stopped = failed(bagua::kExitInterrupted);
+  stopped.stopped_for = "a node waits";
+  for (const auto& r : {stopped, failed(1), failed(bagua::kExitInterrupted), failed(bagua::kExitInvalidInput)}) {
+    for (int attempt : {0, 3}) {
+      const auto a = bagua::decide_after_attempt(r, attempt, 3);
+      const auto d = bagua::decide_after_round(r, a, fixed);
+      EXPECT_EQ(d.action, a.action);
+      EXPECT_EQ(d.reason, a.reason);
+      EXPECT_EQ(d.exit_code, a.exit_code);
+    }
+  }
+}
+
+// In an elastic job a membership change starts the next round, which does
+// not count against max_restarts; a failure with no node joining still
+// does, and what would fail again, a success or this node's interrupt end
+// the run as in a fixed-size job.
+TEST(MembershipPolicy, AnElasticJobsMembershipChangesStartTheNextRoundUncounted) {
+  bagua::MembershipNews news;
+  news.can_change = true;
+  auto round = [&](const bagua::LaunchResult& r, int failures) {
+    return bagua::decide_after_round(r, bagua::decide_after_attempt(r, failures, 1), news);
+  };
+  // A node waits to join: the workers stopped at a step (they exit 75).
+  bagua::LaunchResult waiting = failed(bagua::kExitPreempted);
+  waiting.stopped_for = "node-2 is waiting in round 1";
+  EXPECT_EQ(round(waiting, 1).reason, Reason::kNodeWaiting);
+  EXPECT_EQ(round(waiting, 1).action, Action::kRestart);
+  bagua::LaunchResult left = waiting;  // ... but this node got a signal meanwhile: it leaves
+  left.interrupted = true;
+  left.interrupt_signal = SIGTERM;
+  EXPECT_EQ(round(left, 0).reason, Reason::kInterrupted);
+  EXPECT_EQ(round(left, 0).exit_code, bagua::kExitPreempted);
+  // Stopped together at another node's request.
+  const auto other = round(failed(bagua::kExitInterrupted), 0);
+  EXPECT_EQ(other.reason, Reason::kOtherNodeStopped);
+  EXPECT_EQ(other.action, Action::kRestart);
+  // A failure: counted, unless a node joined (restarts spent or not).
+  EXPECT_EQ(round(failed(1), 0).reason, Reason::kRestartable);
+  EXPECT_EQ(round(failed(1), 1).reason, Reason::kRestartsExhausted);
+  news.newcomers = {"node-3"};
+  EXPECT_EQ(round(failed(1), 0).reason, Reason::kNodeJoined);
+  EXPECT_EQ(round(failed(1), 1).reason, Reason::kNodeJoined);
+  EXPECT_EQ(round(failed(1), 1).action, Action::kRestart);
+  // Bad input fails again whoever joins; a success is a success.
+  EXPECT_EQ(round(failed(bagua::kExitInvalidInput), 0).reason, Reason::kWouldFailAgain);
+  bagua::LaunchResult ok;
+  ok.ok = true;
+  EXPECT_EQ(round(ok, 0).reason, Reason::kSucceeded);
+  EXPECT_EQ(round(ok, 0).exit_code, bagua::kExitOk);
+}
+
 // Sets and restores environment variables.
 class Env {
  public:
@@ -218,16 +275,22 @@ TEST(SlurmHostList, WorkersFindNodeZeroWithoutAHandWrittenMasterAddr) {
 TEST(OutputLock, ASecondRunIsToldWhoHoldsTheDirectory) {
   const auto dir = std::filesystem::temp_directory_path() / ("bagua-lock-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
-  static bagua::OutputLock first;  // held until this process exits, as the agent holds it
-  EXPECT_FALSE(first.acquire(dir, 0));
-  // flock is per open file description: a second open in this process conflicts too.
-  bagua::OutputLock second;
-  auto busy = second.acquire(dir, 0);
-  ASSERT_TRUE(busy);
-  EXPECT_NE(busy->find("is in use by another run (bagua run, pid " + std::to_string(getpid())), std::string::npos)
-      << *busy;
-  bagua::OutputLock other_node;
-  EXPECT_FALSE(other_node.acquire(dir, 1)) << "each node of a job has its own lock";
+  {
+    bagua::OutputLock first;  // held for the run, as the agent holds it
+    EXPECT_FALSE(first.acquire(dir, 0));
+    // flock is per open file description: a second open in this process conflicts too.
+    bagua::OutputLock second;
+    auto busy = second.acquire(dir, 0);
+    ASSERT_TRUE(busy);
+    EXPECT_NE(busy->find("is in use by another run (bagua run, pid " + std::to_string(getpid())), std::string::npos)
+        << *busy;
+    bagua::OutputLock other_node;
+    EXPECT_FALSE(other_node.acquire(dir, 1)) << "each node of a job has its own lock";
+  }
+  // Released with the lock object: a process may run the agent again.
+  bagua::OutputLock again;
+  EXPECT_FALSE(again.acquire(dir, 0));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(AttemptLogs, EachAttemptsLogsMoveToTheirOwnFolder) {

@@ -1,6 +1,8 @@
-// The measuring side of `bagua bench`: what each worker process runs.
+// `bagua bench`: its agent (launch the workers, emulate the network, turn
+// their figures into a summary), what each worker process runs, and the
+// summary's table and chart.
 //
-// run_bench_worker() joins the process group (torchrun's variables must be
+// run_bench()'s contract is below, with its options. run_bench_worker() joins the process group (torchrun's variables must be
 // set), builds the model (a recipe's TorchScript model, or a synthetic MLP
 // of about `params` parameters made in memory) and, per contender, a clone
 // of it with its own optimizers and, for the algorithms, its own
@@ -24,9 +26,12 @@
 // backward), as if its compute were that much slower.
 #pragma once
 
+#include <bagua/recipe.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,4 +80,95 @@ struct WireBytes {
 };
 WireBytes tcp_bytes_of_this_process();
 
+// ---------------------------------------------------------------- the agent
+
+struct BenchOptions {
+  // What the workers measure; its straggler fields are set from `straggler`.
+  // spec.recipe names the recipe file (absolute) when `recipe` is set.
+  BenchSpec spec;
+  // The recipe (overrides applied), whose distributed and train.threads
+  // keys are the defaults below; none: the synthetic model.
+  std::optional<Recipe> recipe;
+  // The recipe as the command line named it (the report's "recipe"), and
+  // the synthetic model's size as it gave it ("25M"): for what is said.
+  std::string recipe_arg, params_arg;
+  // Unset: the recipe's, else 2 workers, 1 node, node 0, 127.0.0.1, and a
+  // free port on one node (29500 on several).
+  std::optional<int> nproc_per_node, nnodes, node_rank, master_port;
+  std::optional<std::string> master_addr;
+  // "RANK:FACTOR" (make RANK's compute FACTOR times slower), or empty.
+  std::string straggler;
+  // A tc rate ("1gbit"): every worker on an emulated machine of its own
+  // (bench/emulated_network.h; root, ip and tc), one node only. Empty: none.
+  std::string link;
+  // argv of a worker before "--worker-spec FILE --worker-result FILE":
+  // this program's `bench` command, whose worker mode is
+  // run_bench_worker_files().
+  std::vector<std::string> worker_command;
+  // Rank 0's stderr is a terminal (a progress bar instead of lines).
+  bool progress_tty = false;
+  // Where the agent's lines go (default: stderr, "bagua bench: " first).
+  std::function<void(const std::string&)> say;
+};
+
+struct BenchOutcome {
+  int exit_code = 0;  // bagua/exit_codes.h: 0, 2 (a worker found bad input), 3, 130
+  // summarize_bench()'s report when it succeeded on node 0; null otherwise.
+  nlohmann::json report;
+};
+
+// Checks the options (a problem is said, naming the flag, and returns
+// exit code 2 before anything starts), and the recipe as `bagua run` does
+// (check_supported, check_data: their errors are thrown); builds the
+// emulated network (--link: its user errors), starts the workers with
+// LocalSupervisor, waits for them, and summarises rank 0's figures (with
+// the link, the straggler and the recipe added). A worker's failure or an
+// interrupt is an outcome, not an exception.
+BenchOutcome run_bench(BenchOptions options);
+
+// A worker of run_bench(): enters its emulated machine when the agent made
+// any, runs run_bench_worker() on the spec in `spec_file`, and rank 0
+// writes the figures to `result_file`.
+void run_bench_worker_files(const std::string& spec_file, const std::string& result_file);
+
 }  // namespace bagua
+
+namespace bagua::bench {
+
+// ---------------------------------------------------------------- the summary
+//
+// Definitions (docs/bench.md):
+//   step_time_s       the slowest rank's median seconds per step
+//   samples_per_s     the sum over ranks of batch * steps / seconds measured
+//   compute_s         the slowest rank's median step without communication
+//                     (the "local" contender)
+//   communication_s   step_time_s - compute_s (never below 0): the time the
+//                     algorithm adds to a step, what overlap did not hide
+//   bytes             per worker and step: the communication layer's count
+//                     and the TCP bytes sent and received (mean over ranks)
+//   loss              first: the first warm-up step's; last: the mean over
+//                     the last round's steps (both the mean over ranks)
+//   diverged          the last loss is not finite or above 1.5x the first
+//   ideal_step_s      when gradient_allreduce was measured: compute_s plus
+//                     gradient_allreduce's communication_s scaled by this
+//                     algorithm's counted bytes over its (the step if
+//                     compression and the rest of its extra work were free);
+//                     vs_ideal is step_time_s over it
+
+// raw: run_bench_worker()'s JSON. Returns it with "summary" (one object per
+// contender, "local" first) and "recommendation" (a line) added.
+nlohmann::json summarize_bench(nlohmann::json raw);
+
+// A plain-text table of the summary, one row per contender.
+std::string bench_table(const nlohmann::json& summarized);
+
+// A standalone SVG: per algorithm, a bar of step time split into compute and
+// communication, a dashed mark at its ideal step, the figures beside it,
+// and the recommendation wrapped to the picture's width.
+std::string bench_svg(const nlohmann::json& summarized);
+
+// `text` broken at spaces into lines of at most `width` characters (a
+// longer word stands alone); at least one line.
+std::vector<std::string> wrap_words(const std::string& text, size_t width);
+
+}  // namespace bagua::bench

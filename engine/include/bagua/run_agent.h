@@ -1,23 +1,34 @@
 // The run agent: what `bagua run` is on one node before any worker trains,
-// the part torchrun calls its agent. It takes a validated recipe and
+// the part torchrun calls its agent (torch's SimpleElasticAgent is the
+// model). It takes a validated recipe and
 //   - holds the output directory (OutputLock: one run at a time per node);
 //   - checks the recipe can run here and its data (bad data fails before
 //     any worker starts; IDX images stay in memory for the workers to map);
-//   - on node 0 serves the rendezvous store for the whole run (restarts
-//     included), and starts the dataset cache's redis-server when the
-//     recipe asks for one;
-//   - starts the workers with LocalSupervisor (bagua/launch.h), watching
-//     their progress, and after a failed attempt asks the restart policy
-//     (decide_after_attempt(), a pure function) whether to restart them
-//     from the latest checkpoint, keeping each attempt's logs;
-//   - in an elastic job (distributed.nnodes "MIN:MAX") runs rounds
-//     instead of attempts: the nodes meet on the store at master_addr
-//     (served by the agent on that machine), take their ranks in order of
-//     arrival, and a lost, leaving or joining node starts the next round
-//     at the new world size from the newest checkpoint
-//     (launch/elastic_rendezvous.h).
-// It says what happens through `say` (the CLI prefixes "bagua run: ") and
-// returns the run's exit code (bagua/exit_codes.h).
+//   - on node 0 (in an elastic job: the node at master_addr) serves the
+//     rendezvous store for the whole run, and starts the dataset cache's
+//     redis-server when the recipe asks for one;
+//   - then runs one loop of rounds:
+//
+//        rendezvous: who trains in this round, and this node's rank
+//          -> start the workers with LocalSupervisor (bagua/launch.h)
+//          -> watch them until they end (or a node waits to join)
+//          -> how the round ended (LaunchResult)
+//          -> the policy (decide_after_attempt, then decide_after_round:
+//             pure functions) -> finish with an exit code, or the next
+//             round, resumed from the newest checkpoint, each round's logs
+//             kept.
+//
+//     A fixed-size job is a rendezvous whose membership never changes: its
+//     rounds are the restarts after failures. In an elastic job
+//     (distributed.nnodes "MIN:MAX") the nodes meet on the store at
+//     master_addr and take their ranks in order of arrival, and a lost,
+//     leaving or joining node starts the next round at the new world size
+//     (launch/elastic_rendezvous.h); failures and membership changes take
+//     the same path, only failures count against distributed.max_restarts.
+// Everything it holds is released when run_agent() returns, so a process
+// may run it more than once. It says what happens through `say` (the CLI
+// prefixes "bagua run: ") and returns the run's exit code
+// (bagua/exit_codes.h).
 //
 // How a process was started decides whether it is the agent or a worker:
 // started_as() reads torchrun's variables (RANK, WORLD_SIZE: torchrun, a
@@ -100,9 +111,9 @@ void adopt_slurm_environment(const Recipe& recipe);
 
 // ---------------------------------------------------------------- the restart policy
 
-// What to do after an attempt (one LocalSupervisor::run()) ended.
+// What to do after a round (one LocalSupervisor::run()) ended.
 struct AttemptDecision {
-  enum class Action { kFinish, kRestart };
+  enum class Action { kFinish, kRestart };  // kRestart: the next round
   enum class Reason {
     kSucceeded,           // every worker exited 0
     kInterrupted,         // a signal reached this agent: SIGINT exits 130, SIGTERM/SIGUSR1 75
@@ -110,14 +121,37 @@ struct AttemptDecision {
     kWouldFailAgain,      // a worker found bad input (2) or diverged (4)
     kRestartsExhausted,   // attempt == max_restarts
     kRestartable,         // anything else, with restarts left
+    // Membership changes (decide_after_round, elastic jobs only): the next
+    // round, not counted against max_restarts.
+    kNodeWaiting,       // a node waits to join: the workers stopped at a step with a checkpoint
+    kNodeJoined,        // the round failed as a node joined (its workers stopped before a step)
+    kOtherNodeStopped,  // stopped by agreement at another node's request: it leaves, or one joins
   };
   Action action = Action::kFinish;
   Reason reason = Reason::kSucceeded;
   int exit_code = kExitOk;  // when finishing
+  // A failure of the workers (counted against max_restarts when restarted).
+  bool failed() const { return reason == Reason::kRestartable || reason == Reason::kRestartsExhausted; }
 };
 
-// `attempt` counts from 0; `max_restarts` is distributed.max_restarts.
+// The failure policy. `attempt`: the failed rounds before this one,
+// counting from 0; `max_restarts` is distributed.max_restarts.
 AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, int max_restarts);
+
+// What the rendezvous knows of the membership when a round ended.
+struct MembershipNews {
+  bool can_change = false;  // an elastic job; a fixed-size job's membership never changes
+  // Nodes waiting for the next round that were not in this one (asked of
+  // the rendezvous when the round failed).
+  std::vector<std::string> newcomers;
+};
+
+// The membership policy over the failure policy's `attempt`: in an elastic
+// job a node waiting to join (LaunchResult::stopped_for), a failure as a
+// node joined, or a stop another node asked for start the next round; a
+// fixed-size job's decision is `attempt` unchanged.
+AttemptDecision decide_after_round(const LaunchResult& result, const AttemptDecision& attempt,
+                                   const MembershipNews& news);
 
 // ---------------------------------------------------------------- the agent
 
@@ -127,8 +161,13 @@ AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, in
 // last of them is gone; the file names the holder for whoever finds it held.
 class OutputLock {
  public:
+  OutputLock() = default;
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
   // Returns an error message when another run holds the directory (or it
-  // cannot be created or opened). Holds the lock until the process exits.
+  // cannot be created or opened). Holds the lock until destroyed, and the
+  // workers started meanwhile (who inherit it) until the last has exited.
   std::optional<std::string> acquire(const std::filesystem::path& dir, int node_rank);
   // The lock of node NODE (OUTPUT/.bagua-run-NODE.lock): "node-R", or an
   // elastic job's "host-NAME" (its node ranks change between rounds).
@@ -167,7 +206,8 @@ int serve_elastic_store(int port, const std::function<void(const std::string&)>&
 
 // Runs the recipe's workers of this node to the end; returns the exit code.
 // Throws bagua::Error for what stops it before any worker starts (a recipe
-// this build cannot run, bad data: user errors).
+// this build cannot run, bad data: user errors). Holds no state once it
+// has returned.
 int run_agent(const Recipe& recipe, RunAgentOptions options);
 
 }  // namespace bagua

@@ -1,4 +1,4 @@
-#include "bench/bench_report.h"
+#include <bagua/bench.h>
 
 #include "common/svg_chart.h"
 

@@ -1,4 +1,5 @@
-// The run agent of one node and its restart policy (bagua/run_agent.h).
+// The run agent of one node (bagua/run_agent.h): what it holds for the
+// run, and its one loop of rounds.
 #include <bagua/provenance.h>
 #include <bagua/run_agent.h>
 
@@ -10,122 +11,25 @@
 
 #include "comm/c10d_compat.h"
 #include "launch/elastic_rendezvous.h"
-#include "launch/signal_relay.h"
+#include "launch/node_rendezvous.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
+#include <signal.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <chrono>
-#include <cstring>
-#include <ctime>
-#include <fstream>
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 namespace bagua {
 
 namespace fs = std::filesystem;
 
-// ---------------------------------------------------------------- policy
-
-AttemptDecision decide_after_attempt(const LaunchResult& result, int attempt, int max_restarts) {
-  using Action = AttemptDecision::Action;
-  using Reason = AttemptDecision::Reason;
-  if (result.ok) return {Action::kFinish, Reason::kSucceeded, kExitOk};
-  // A signal to this agent: Ctrl-C is an interruption, a scheduler's notice
-  // (SIGTERM, SIGUSR1) a preemption, whatever the workers (which the agent
-  // stops with SIGTERM) exit with.
-  if (result.interrupted) {
-    return {Action::kFinish, Reason::kInterrupted,
-            result.interrupt_signal == SIGTERM || result.interrupt_signal == SIGUSR1 ? kExitPreempted
-                                                                                     : kExitInterrupted};
-  }
-  // Workers exit 130 or 75 after stopping at an agreed step with a
-  // checkpoint: a signal reached them directly or, in a multi-node run,
-  // another node.
-  const bool stopped_by_agreement =
-      result.first_failure && !result.first_failure->signaled &&
-      (result.first_failure->status == kExitInterrupted || result.first_failure->status == kExitPreempted);
-  if (stopped_by_agreement) {
-    // A preemption if any worker here got the scheduler's notice itself.
-    const bool preempted = std::any_of(result.workers.begin(), result.workers.end(), [](const WorkerExit& w) {
-      return !w.signaled && w.status == kExitPreempted;
-    });
-    return {Action::kFinish, Reason::kStoppedByAgreement, preempted ? kExitPreempted : kExitInterrupted};
-  }
-  // A worker that found bad input (2) or a diverged training (4) would
-  // find it again: no restart, and its exit code is the run's.
-  const int cause = result.first_failure && !result.first_failure->signaled ? result.first_failure->status : -1;
-  if (cause == kExitInvalidInput || cause == kExitDiverged) return {Action::kFinish, Reason::kWouldFailAgain, cause};
-  if (attempt >= max_restarts) return {Action::kFinish, Reason::kRestartsExhausted, kExitWorkerFailed};
-  return {Action::kRestart, Reason::kRestartable, kExitWorkerFailed};
-}
-
-// ---------------------------------------------------------------- output directory
-
-std::optional<std::string> OutputLock::acquire(const fs::path& dir, int node_rank) {
-  return acquire(dir, "node-" + std::to_string(node_rank));
-}
-
-std::optional<std::string> OutputLock::acquire(const fs::path& dir, const std::string& node) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return "cannot create the output directory " + dir.string() + ": " + ec.message();
-  path_ = dir / (".bagua-run-" + node + ".lock");
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT, 0644);  // no O_CLOEXEC: the workers hold it too
-  if (fd_ < 0) return "cannot open " + path_.string() + ": " + std::strerror(errno);
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    std::ifstream in(path_);
-    std::string holder((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!holder.empty() && holder.back() == '\n') holder.pop_back();
-    return "the output directory " + dir.string() + " is in use by another run (" +
-           (holder.empty() ? std::string("holder unknown") : holder) +
-           "); wait for it to end, stop it, or set output.dir to another directory";
-  }
-  const std::string host = host_name();
-  std::time_t now = std::time(nullptr);
-  char when[64];
-  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  std::ostringstream text;
-  text << "bagua run, pid " << ::getpid() << " on " << host << ", since " << when << "\n";
-  const std::string t = text.str();
-  if (::ftruncate(fd_, 0) == 0) {
-    ssize_t ignored = ::pwrite(fd_, t.data(), t.size(), 0);
-    (void)ignored;
-  }
-  return std::nullopt;
-}
-
-std::optional<std::string> keep_attempt_logs(const fs::path& log_dir, int attempt, const std::vector<int>& ranks) {
-  std::error_code ec;
-  const fs::path kept = log_dir / ("attempt-" + std::to_string(attempt));
-  fs::create_directories(kept, ec);
-  auto mine = [&](const std::string& name) {
-    if (ranks.empty()) return true;
-    return std::any_of(ranks.begin(), ranks.end(),
-                       [&](int r) { return name == "rank-" + std::to_string(r) + ".log"; });
-  };
-  for (const auto& entry : fs::directory_iterator(log_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.rfind("rank-", 0) == 0 && entry.path().extension() == ".log" &&
-        mine(name)) {
-      fs::rename(entry.path(), kept / name, ec);
-    }
-  }
-  if (ec) return "could not keep the logs of attempt " + std::to_string(attempt) + ": " + ec.message();
-  return std::nullopt;
-}
-
-// ---------------------------------------------------------------- the agent
-
 namespace {
+
+using Say = std::function<void(const std::string&)>;
 
 // data.cache, before any worker starts. hosts null: this node's own
 // redis-server, bound to 127.0.0.1 (only this node's workers use it), with a
@@ -158,12 +62,6 @@ std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, const std::stri
   return server;
 }
 
-}  // namespace
-
-namespace {
-
-using Say = std::function<void(const std::string&)>;
-
 // What the agent says when its workers stopped at a step together (a
 // signal here, or a stop that reached them from elsewhere).
 void say_stopped(const Say& say, const LaunchResult& result, const AttemptDecision& decision, int grace_s) {
@@ -195,131 +93,112 @@ std::string plural(int64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// An elastic job (distributed.nnodes "MIN:MAX"): rounds of the nodes that
-// are there (launch/elastic_rendezvous.h), each trained by LocalSupervisor
-// until it ends: the job is done, a node asks to join (this node's workers
-// stop at a step boundary with a checkpoint), a node failed or left (the
-// survivors go on from the newest checkpoint), or this node is stopped.
-int run_rounds(const Recipe& recipe, LaunchOptions opts, const Say& say, const std::string& node_name) {
+// What the agent holds for the whole run, restarts included, released
+// when run_agent() returns (by then every worker has exited).
+struct RunHolds {
+  SharedData shared_data;  // IDX images inflated by the data check, mapped by the workers
+  OutputLock lock;
+  std::unique_ptr<RendezvousServer> store;
+  std::unique_ptr<RedisServer> cache_server;
+};
+
+// The round line of an elastic job: who trains, and this node's rank.
+void say_round(const Say& say, const launch::RoundMembership& m, int nproc_per_node, bool resuming) {
+  std::string nodes;
+  for (size_t i = 0; i < m.nodes.size(); ++i) nodes += (i ? ", " : "") + std::to_string(i) + " " + m.nodes[i];
+  say("round " + std::to_string(m.round) + ": " + plural(m.nnodes, "node") + " x " +
+      plural(nproc_per_node, "worker") + " = " + plural(m.nnodes * nproc_per_node, "worker") + " (nodes " + nodes +
+      "); this node is node " + std::to_string(m.node_rank) +
+      (resuming ? "; resuming from the newest checkpoint" : ""));
+}
+
+// The agent's loop: rendezvous, the workers under LocalSupervisor until
+// they end, the policy, and then the end or the next round.
+int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous& rendezvous, const Say& say) {
+  using Reason = AttemptDecision::Reason;
   const auto& d = recipe.distributed;
-  const std::string endpoint = d.master_addr + ":" + std::to_string(opts.master_port);
-  comm::StorePtr store;
-  try {
-    store = comm::make_tcp_store(d.master_addr, opts.master_port, /*is_server=*/false, 1,
-                                 std::chrono::seconds(d.timeout_s));
-  } catch (const std::exception& e) {
-    say("cannot reach the elastic job's store at " + endpoint + " (distributed.master_addr, master_port) within " +
-        std::to_string(d.timeout_s) + " s (distributed.timeout_s): " + comm::message_of(e));
-    return kExitWorkerFailed;
-  }
-  launch::ElasticOptions eo;
-  eo.min_nodes = d.nnodes;
-  eo.max_nodes = d.nnodes_max;
-  eo.last_call = std::chrono::seconds(d.rdzv_last_call_s);
-  eo.timeout = std::chrono::seconds(d.timeout_s);
-  eo.node_name = node_name;
-  eo.nproc_per_node = d.nproc_per_node;
-  // Between rounds (while joining) a signal for this node ends its part:
-  // caught by a relay of its own, since LocalSupervisor's exists only
-  // while the workers run.
-  launch::SignalRelay* relay_now = nullptr;
-  eo.interrupted = [&relay_now]() {
-    if (relay_now == nullptr) return 0;
-    for (int sig : relay_now->drain()) {
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1) return sig;
-    }
-    return 0;
-  };
-  launch::ElasticRendezvous rendezvous(store, eo, say);
-  int failures = 0;
+  const bool elastic = rendezvous.elastic();
+  int failures = 0;  // rounds that failed: restarts spent
   bool resume_added = false;
   bool returning = false;
   for (int round = 0;;) {
-    launch::RoundMembership m;
-    try {
-      launch::SignalRelay relay;
-      relay_now = &relay;
-      struct Forget {
-        launch::SignalRelay*& p;
-        ~Forget() { p = nullptr; }
-      } forget{relay_now};
-      m = rendezvous.join(round, returning);
-    } catch (const launch::JoinInterrupted& e) {
-      say(std::string(e.what()) + "; this node leaves the job (exit " +
-          std::to_string(e.signal == SIGINT ? kExitInterrupted : kExitPreempted) + ")");
-      return e.signal == SIGINT ? kExitInterrupted : kExitPreempted;
-    } catch (const launch::JobEnded& e) {
-      say(e.what());
-      return e.succeeded ? kExitOk : kExitWorkerFailed;
-    } catch (const ConfigError& e) {
-      say(e.what());
-      return kExitInvalidInput;
-    } catch (const std::exception& e) {
-      say(comm::message_of(e));
-      return kExitWorkerFailed;
-    }
+    const launch::NodeRendezvous::Next next = rendezvous.next_round(round, returning);
+    if (!next.round) return next.exit_code;
+    const launch::RoundMembership& m = *next.round;
     opts.nnodes = m.nnodes;
     opts.node_rank = m.node_rank;
+    // Rank 0's output, or every local rank's when rank 0 lives on another node.
     opts.echo_rank = m.nnodes > 1 && m.node_rank != 0 ? -1 : 0;
     opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(m.round);
-    std::string nodes;
-    for (size_t i = 0; i < m.nodes.size(); ++i) nodes += (i ? ", " : "") + std::to_string(i) + " " + m.nodes[i];
-    say("round " + std::to_string(m.round) + ": " + plural(m.nnodes, "node") + " x " +
-        plural(d.nproc_per_node, "worker") + " = " + plural(m.nnodes * d.nproc_per_node, "worker") + " (nodes " +
-        nodes + "); this node is node " + std::to_string(m.node_rank) +
-        (resume_added || (m.round > 0 && recipe.checkpoint.resume == "auto") ? "; resuming from the newest checkpoint"
-                                                                             : ""));
-    opts.stop_when = [&rendezvous, r = m.round] { return rendezvous.waiting_after(r); };
+    opts.stop_when = rendezvous.stop_when(m.round);
+    if (elastic) {
+      say_round(say, m, d.nproc_per_node,
+                resume_added || (m.round > 0 && recipe.checkpoint.resume == "auto"));
+    }
     const LaunchResult result = LocalSupervisor(opts).run();
-    const AttemptDecision decision = decide_after_attempt(result, failures, d.max_restarts);
-    using Reason = AttemptDecision::Reason;
+    const AttemptDecision attempt = decide_after_attempt(result, failures, d.max_restarts);
+    MembershipNews news;
+    news.can_change = elastic;
+    if (elastic && attempt.failed()) news.newcomers = rendezvous.newcomers_after(m);
+    const AttemptDecision decision = decide_after_round(result, attempt, news);
+    const std::string r = "round " + std::to_string(m.round);
+    switch (decision.reason) {
+      case Reason::kSucceeded:
+        rendezvous.end(true, "finished in " + r);
+        return decision.exit_code;
+      case Reason::kInterrupted:  // an elastic job's other nodes go on without this one
+      case Reason::kStoppedByAgreement:
+        say_stopped(say, result, decision, d.stop_grace_s);
+        return decision.exit_code;
+      case Reason::kWouldFailAgain:
+        say(result.summary());
+        if (elastic) {
+          say("not restarting: a restart would fail the same way; logs of every rank are in " + opts.log_dir);
+        } else {
+          if (failures < d.max_restarts) say("not restarting: a restart would fail the same way");
+          say("logs of every rank are in " + opts.log_dir);
+        }
+        rendezvous.end(false, "a worker failed with exit code " + std::to_string(decision.exit_code));
+        return decision.exit_code;
+      case Reason::kRestartsExhausted:
+        say(result.summary());
+        if (elastic) {
+          say(r + " failed, and distributed.max_restarts (" + std::to_string(d.max_restarts) +
+              ") rounds after failures have been spent; logs of every rank are in " + opts.log_dir);
+        } else {
+          say("logs of every rank are in " + opts.log_dir);
+        }
+        rendezvous.end(false, "its workers failed after " + std::to_string(d.max_restarts) + " restarts");
+        return decision.exit_code;
+      case Reason::kRestartable:
+        ++failures;
+        say(result.summary());
+        if (elastic) {
+          say(r + " failed (" + std::to_string(failures) + " of " + std::to_string(d.max_restarts) +
+              " restarts): the nodes that remain go on from the newest checkpoint");
+        }
+        break;
+      case Reason::kNodeWaiting:
+        say(r + " stopped: " + result.stopped_for);
+        break;
+      case Reason::kNodeJoined:
+        say(r + " ended as " + news.newcomers.front() +
+            " joined (its workers stopped before a step boundary; not counted against distributed.max_restarts)");
+        break;
+      case Reason::kOtherNodeStopped:
+        say(r + " stopped at a step with a checkpoint (another node asked)");
+        break;
+    }
+    // The next round: this one's logs kept (this node's ranks), resumed
+    // from the newest checkpoint.
     std::vector<int> ranks;
     for (const auto& w : result.workers) ranks.push_back(w.rank);
-    // A round can also fail because a node joined: its workers, stopped as
-    // they started, never reached a step, and their peers lost them. That
-    // is a join, not a failure to count.
-    const bool failed = decision.reason == Reason::kRestartable || decision.reason == Reason::kRestartsExhausted;
-    const std::vector<std::string> newcomers = failed ? rendezvous.newcomers_after(m) : std::vector<std::string>{};
-    if (!result.stopped_for.empty() && !result.interrupted) {
-      // A node asks to join: this node's workers stopped at a step with a checkpoint.
-      say("round " + std::to_string(m.round) + " stopped: " + result.stopped_for);
-    } else if (!newcomers.empty()) {
-      say("round " + std::to_string(m.round) + " ended as " + newcomers.front() +
-          " joined (its workers stopped before a step boundary; not counted against distributed.max_restarts)");
-    } else {
-      switch (decision.reason) {
-        case Reason::kSucceeded:
-          rendezvous.end(true, "finished in round " + std::to_string(m.round));
-          return decision.exit_code;
-        case Reason::kInterrupted:
-          // This node leaves; the others go on without it.
-          say_stopped(say, result, decision, d.stop_grace_s);
-          return decision.exit_code;
-        case Reason::kStoppedByAgreement:
-          // Another node stopped the round: it leaves, or one joins.
-          say("round " + std::to_string(m.round) + " stopped at a step with a checkpoint (another node asked)");
-          break;
-        case Reason::kWouldFailAgain:
-          say(result.summary());
-          say("not restarting: a restart would fail the same way; logs of every rank are in " + opts.log_dir);
-          rendezvous.end(false, "a worker failed with exit code " + std::to_string(decision.exit_code));
-          return decision.exit_code;
-        case Reason::kRestartsExhausted:
-          say(result.summary());
-          say("round " + std::to_string(m.round) + " failed, and distributed.max_restarts (" +
-              std::to_string(d.max_restarts) + ") rounds after failures have been spent; logs of every rank are in " +
-              opts.log_dir);
-          rendezvous.end(false, "its workers failed after " + std::to_string(d.max_restarts) + " restarts");
-          return decision.exit_code;
-        case Reason::kRestartable:
-          ++failures;
-          say(result.summary());
-          say("round " + std::to_string(m.round) + " failed (" + std::to_string(failures) + " of " +
-              std::to_string(d.max_restarts) + " restarts): the nodes that remain go on from the newest checkpoint");
-          break;
-      }
-    }
     if (auto problem = keep_attempt_logs(opts.log_dir, m.round, ranks)) say("warning: " + *problem);
+    if (!elastic) {
+      say("restarting all workers (" + std::to_string(failures) + " of " + std::to_string(d.max_restarts) +
+          ") from the latest checkpoint; the logs of this attempt are in " + opts.log_dir + "/attempt-" +
+          std::to_string(m.round));
+    }
     resume_from_newest(recipe, opts, resume_added);
     round = m.round + 1;
     returning = true;
@@ -369,11 +248,11 @@ int serve_elastic_store(int port, const Say& say) {
 int run_agent(const Recipe& recipe, RunAgentOptions options) {
   if (!options.say) options.say = [](const std::string& line) { std::cerr << "bagua run: " << line << "\n"; };
   const auto& say = options.say;
+  RunHolds holds;
   check_supported(recipe);
   // Bad data fails here, before any worker starts; IDX images inflated for
   // the check stay in memory the workers share (one copy per node).
-  static SharedData shared_data;  // lives until exit: the workers outlive this function's scope
-  check_data(recipe, &shared_data);
+  check_data(recipe, &holds.shared_data);
   const auto& d = recipe.distributed;
   const std::string node_name = host_name();
   // An elastic job's nodes are named by host (their ranks change from
@@ -384,8 +263,7 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // the workers nothing (the digests are cached), and no peer times out.
   // Any node of an elastic job may hold rank 0.
   if (d.elastic() || d.node_rank == 0) recipe_provenance(recipe);
-  static OutputLock lock;  // held until this process (and its workers) exit
-  if (auto busy = lock.acquire(recipe.output.dir, node)) {
+  if (auto busy = holds.lock.acquire(recipe.output.dir, node)) {
     say(*busy);
     return kExitInvalidInput;
   }
@@ -404,11 +282,10 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // In an elastic job the agent on master_addr's machine serves it, the
   // first there to bind the port (the others, and every other node, are
   // its clients): that node must stay for the job's life.
-  static std::unique_ptr<RendezvousServer> store;  // lives until exit: the workers outlive this function's scope
   if (d.elastic()) {
     if (launch::is_local_address(d.master_addr)) {
       try {
-        store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+        holds.store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
         say("elastic job of " + std::to_string(d.nnodes) + " to " + std::to_string(d.nnodes_max) +
             " nodes: this node serves its store on port " + std::to_string(opts.master_port) +
             " (the job lasts as long as this node's bagua run)");
@@ -418,23 +295,22 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
     }
   } else if (d.node_rank == 0) {
     try {
-      store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+      holds.store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
     } catch (const ConfigError& e) {
       say(e.what());
       return kExitInvalidInput;
     }
-    opts.master_port = store->port();
+    opts.master_port = holds.store->port();
   }
   opts.extra_env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   // Stopped when this function returns, however the run ends (a signal that
   // kills bagua outright kills it too: PR_SET_PDEATHSIG).
-  std::unique_ptr<RedisServer> cache_server = prepare_cache(recipe, node, opts.extra_env, say);
-  if (std::string shared = shared_data.env_value(); !shared.empty()) opts.extra_env[kSharedDataEnv] = shared;
+  holds.cache_server = prepare_cache(recipe, node, opts.extra_env, say);
+  if (std::string shared = holds.shared_data.env_value(); !shared.empty()) opts.extra_env[kSharedDataEnv] = shared;
   opts.watch_progress = true;
   opts.stall_timeout = std::chrono::seconds(d.timeout_s);
   opts.stall_warning = std::chrono::seconds(d.stall_warning_s);
   opts.log_dir = (fs::path(recipe.output.dir) / "logs").string();
-  opts.echo_rank = 0;
   opts.prefix_output = false;
   opts.threads_per_worker = recipe.train.threads.value_or(0);
   opts.stop_grace = std::chrono::seconds(d.stop_grace_s);  // time for the final checkpoint
@@ -442,40 +318,9 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // peer that lost its connection to it exits first.
   opts.cause_statuses = {kExitInvalidInput, kExitDiverged};
   opts.extra_env["BAGUA_PROGRESS"] = options.progress_tty ? "tty" : "plain";
-  if (d.elastic()) return run_rounds(recipe, opts, say, node_name);
-  if (d.nnodes > 1 && d.node_rank != 0) opts.echo_rank = -1;  // rank 0 lives elsewhere; every local rank shows
-  bool resume_added = false;
-  for (int attempt = 0;; ++attempt) {
-    opts.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
-    const LaunchResult result = LocalSupervisor(opts).run();
-    const AttemptDecision decision = decide_after_attempt(result, attempt, d.max_restarts);
-    using Reason = AttemptDecision::Reason;
-    switch (decision.reason) {
-      case Reason::kSucceeded:
-        return decision.exit_code;
-      case Reason::kStoppedByAgreement:
-      case Reason::kInterrupted:
-        say_stopped(say, result, decision, d.stop_grace_s);
-        return decision.exit_code;
-      case Reason::kWouldFailAgain:
-        say(result.summary());
-        if (attempt < d.max_restarts) say("not restarting: a restart would fail the same way");
-        say("logs of every rank are in " + opts.log_dir);
-        return decision.exit_code;
-      case Reason::kRestartsExhausted:
-        say(result.summary());
-        say("logs of every rank are in " + opts.log_dir);
-        return decision.exit_code;
-      case Reason::kRestartable:
-        break;
-    }
-    say(result.summary());
-    if (auto problem = keep_attempt_logs(opts.log_dir, attempt)) say("warning: " + *problem);
-    say("restarting all workers (" + std::to_string(attempt + 1) + " of " + std::to_string(d.max_restarts) +
-        ") from the latest checkpoint; the logs of this attempt are in " + opts.log_dir + "/attempt-" +
-        std::to_string(attempt));
-    resume_from_newest(recipe, opts, resume_added);
-  }
+  const std::unique_ptr<launch::NodeRendezvous> rendezvous =
+      launch::make_node_rendezvous(recipe, opts.master_port, node_name, say);
+  return run_rounds(recipe, opts, *rendezvous, say);
 }
 
 }  // namespace bagua

@@ -1,4 +1,4 @@
-#include "report/metrics_history.h"
+#include <bagua/report.h>
 
 #include <bagua/errors.h>
 #include <bagua/metrics.h>

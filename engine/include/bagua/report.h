@@ -1,6 +1,7 @@
-// A run's metrics.jsonl read back (the fields are docs/run.md's): the step
-// and eval records in file order, the resumes, and the run's summary as
-// `bagua report` prints it (docs/metrics.md defines each figure).
+// `bagua report`: a run's metrics.jsonl read back (the fields are
+// docs/run.md's): the step and eval records in file order, the resumes,
+// the run's summary as `bagua report` prints it (docs/metrics.md defines
+// each figure), and its chart. No LibTorch (libbagua_common).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,5 +46,10 @@ MetricsHistory read_metrics_history(const std::string& path);
 // final_step, final_loss, best_eval_accuracy(+_step), best_eval_loss(+_step),
 // last_samples_per_s, mean_samples_per_s; figures that do not exist are null.
 nlohmann::json summarize_history(const MetricsHistory& h);
+
+// The chart as a standalone SVG: the training and eval loss, the eval
+// accuracy and the samples/s against the step, one panel each, with a
+// dashed mark at each resume (labelled as resume_labels says).
+std::string report_svg(const MetricsHistory& h, const std::string& title, const std::string& subtitle);
 
 }  // namespace bagua::report

@@ -1,0 +1,124 @@
+// The two rendezvous of the run agent (launch/node_rendezvous.h).
+#include "launch/node_rendezvous.h"
+
+#include "launch/signal_relay.h"
+
+#include <bagua/exit_codes.h>
+
+#include <csignal>
+
+namespace bagua::launch {
+namespace {
+
+class FixedRendezvous : public NodeRendezvous {
+ public:
+  explicit FixedRendezvous(const DistributedSpec& d) : nnodes_(d.nnodes), node_rank_(d.node_rank) {}
+  bool elastic() const override { return false; }
+  Next next_round(int from, bool /*returning*/) override {
+    RoundMembership m;
+    m.round = from;
+    m.nnodes = nnodes_;
+    m.node_rank = node_rank_;
+    return {m, kExitOk};
+  }
+  std::function<std::optional<std::string>()> stop_when(int /*round*/) override { return nullptr; }
+  std::vector<std::string> newcomers_after(const RoundMembership& /*m*/) override { return {}; }
+  void end(bool /*succeeded*/, const std::string& /*how*/) override {}
+
+ private:
+  int nnodes_, node_rank_;
+};
+
+class ElasticNodeRendezvous : public NodeRendezvous {
+ public:
+  ElasticNodeRendezvous(const DistributedSpec& d, int master_port, const std::string& node_name, Say say)
+      : d_(d), master_port_(master_port), node_name_(node_name), say_(std::move(say)) {}
+  bool elastic() const override { return true; }
+
+  Next next_round(int from, bool returning) override {
+    if (!rendezvous_) {
+      if (auto exit_code = connect()) return {std::nullopt, *exit_code};
+    }
+    try {
+      // While joining a signal for this node ends its part: caught by a
+      // relay of its own, since LocalSupervisor's exists only while workers run.
+      SignalRelay relay;
+      relay_now_ = &relay;
+      struct Forget {
+        SignalRelay*& p;
+        ~Forget() { p = nullptr; }
+      } forget{relay_now_};
+      return {rendezvous_->join(from, returning), kExitOk};
+    } catch (const JoinInterrupted& e) {
+      const int code = e.signal == SIGINT ? kExitInterrupted : kExitPreempted;
+      say_(std::string(e.what()) + "; this node leaves the job (exit " + std::to_string(code) + ")");
+      return {std::nullopt, code};
+    } catch (const JobEnded& e) {
+      say_(e.what());
+      return {std::nullopt, e.succeeded ? kExitOk : kExitWorkerFailed};
+    } catch (const ConfigError& e) {
+      say_(e.what());
+      return {std::nullopt, kExitInvalidInput};
+    } catch (const std::exception& e) {
+      say_(comm::message_of(e));
+      return {std::nullopt, kExitWorkerFailed};
+    }
+  }
+
+  std::function<std::optional<std::string>()> stop_when(int round) override {
+    return [this, round] { return rendezvous_->waiting_after(round); };
+  }
+  std::vector<std::string> newcomers_after(const RoundMembership& m) override {
+    return rendezvous_->newcomers_after(m);
+  }
+  void end(bool succeeded, const std::string& how) override { rendezvous_->end(succeeded, how); }
+
+ private:
+  // The store at master_addr; an exit code when it cannot be reached.
+  std::optional<int> connect() {
+    const std::string endpoint = d_.master_addr + ":" + std::to_string(master_port_);
+    comm::StorePtr store;
+    try {
+      store = comm::make_tcp_store(d_.master_addr, master_port_, /*is_server=*/false, 1,
+                                   std::chrono::seconds(d_.timeout_s));
+    } catch (const std::exception& e) {
+      say_("cannot reach the elastic job's store at " + endpoint + " (distributed.master_addr, master_port) within " +
+           std::to_string(d_.timeout_s) + " s (distributed.timeout_s): " + comm::message_of(e));
+      return kExitWorkerFailed;
+    }
+    ElasticOptions eo;
+    eo.min_nodes = d_.nnodes;
+    eo.max_nodes = d_.nnodes_max;
+    eo.last_call = std::chrono::seconds(d_.rdzv_last_call_s);
+    eo.timeout = std::chrono::seconds(d_.timeout_s);
+    eo.node_name = node_name_;
+    eo.nproc_per_node = d_.nproc_per_node;
+    eo.interrupted = [this]() {
+      if (relay_now_ == nullptr) return 0;
+      for (int sig : relay_now_->drain()) {
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1) return sig;
+      }
+      return 0;
+    };
+    rendezvous_ = std::make_unique<ElasticRendezvous>(store, eo, say_);
+    return std::nullopt;
+  }
+
+  const DistributedSpec& d_;
+  int master_port_;
+  std::string node_name_;
+  Say say_;
+  std::unique_ptr<ElasticRendezvous> rendezvous_;
+  SignalRelay* relay_now_ = nullptr;  // while joining
+};
+
+}  // namespace
+
+std::unique_ptr<NodeRendezvous> make_node_rendezvous(const Recipe& recipe, int master_port,
+                                                     const std::string& node_name, Say say) {
+  const DistributedSpec& d = recipe.distributed;
+  if (d.elastic()) return std::make_unique<ElasticNodeRendezvous>(d, master_port, node_name, std::move(say));
+  return std::make_unique<FixedRendezvous>(d);
+}
+
+}  // namespace bagua::launch

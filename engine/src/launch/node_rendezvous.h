@@ -1,0 +1,59 @@
+// Who trains in the run agent's next round (torch's RendezvousHandler, as
+// its SimpleElasticAgent uses one): the agent's one loop (run_agent.cpp)
+// asks it before each round and knows nothing of how the nodes meet.
+//
+//   FixedRendezvous    a fixed-size job: the membership never changes, so
+//                      every round is the recipe's nnodes and node_rank
+//                      (the rounds are the restarts after failures);
+//   ElasticNodeRendezvous  an elastic job (distributed.nnodes "MIN:MAX"):
+//                      the rounds of ElasticRendezvous on the store at
+//                      master_addr (launch/elastic_rendezvous.h).
+#pragma once
+
+#include "launch/elastic_rendezvous.h"
+
+#include <bagua/recipe.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bagua::launch {
+
+using Say = std::function<void(const std::string&)>;
+
+class NodeRendezvous {
+ public:
+  virtual ~NodeRendezvous() = default;
+
+  // Members can come and go between rounds.
+  virtual bool elastic() const = 0;
+
+  // The round this node trains in next: round `from` or a later one;
+  // `returning`: this node trained in round from-1. None when this node
+  // must stop instead (the job ended, a signal came while it waited, the
+  // rendezvous failed): it has said why, and `exit_code` is the run's.
+  struct Next {
+    std::optional<RoundMembership> round;
+    int exit_code = 0;
+  };
+  virtual Next next_round(int from, bool returning) = 0;
+
+  // For LaunchOptions::stop_when while round `round` runs: a reason to stop
+  // its workers (a node waits to join). Null: never asked.
+  virtual std::function<std::optional<std::string>()> stop_when(int round) = 0;
+
+  // The nodes waiting for the round after m's that were not in m's.
+  virtual std::vector<std::string> newcomers_after(const RoundMembership& m) = 0;
+
+  // The job is over for every node (those still joining learn it).
+  virtual void end(bool succeeded, const std::string& how) = 0;
+};
+
+// recipe.distributed decides which; `master_port` is the store's port.
+std::unique_ptr<NodeRendezvous> make_node_rendezvous(const Recipe& recipe, int master_port,
+                                                     const std::string& node_name, Say say);
+
+}  // namespace bagua::launch
