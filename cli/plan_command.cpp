@@ -115,6 +115,62 @@ void print_traffic(std::ostream& out, const Plan& plan, const PlanAlgorithm& a) 
   out << "           received: the same as sent (each collective is symmetric as comm_bytes counts it)\n";
 }
 
+// Every algorithm of the catalog on this model and world, against the recipe's.
+void print_alternatives(std::ostream& out, const Plan& plan) {
+  const PlanAlgorithm& a = plan.algorithm;
+  out << "every algorithm on this model and world (rank 0, bytes per step once warm-ups are over; * the recipe's)\n";
+  const double mine = a.steady_bytes_per_step();
+  size_t name_width = 0, kwargs_width = 0;
+  for (const auto& alt : plan.alternatives) {
+    name_width = std::max(name_width, alt.name.size());
+    kwargs_width = std::max(kwargs_width, kwargs_text(alt.kwargs).size());
+  }
+  for (const auto& alt : plan.alternatives) {
+    std::ostringstream line;
+    line << "  " << (alt.is_recipe ? "* " : "  ") << std::left << std::setw(static_cast<int>(name_width) + 2)
+         << alt.name << std::setw(static_cast<int>(kwargs_width)) << kwargs_text(alt.kwargs) << std::right;
+    if (!alt.runnable) {
+      line << "  not runnable: " << alt.note;
+    } else if (alt.rounds_per_second_at_most) {
+      int64_t round = 0;
+      for (const auto& ph : alt.phases) {
+        if (ph.per_round) round = ph.leader.total();
+      }
+      line << std::setw(28) << bytes(round) << "  per averaging round";
+    } else {
+      const double per = alt.steady_bytes_per_step();
+      std::ostringstream ratio;
+      ratio << std::fixed << std::setprecision(2) << (mine > 0 ? per / mine : 0.0);
+      line << std::setw(28) << bytes(static_cast<int64_t>(per + 0.5)) << (mine > 0 ? "  x" + ratio.str() : "");
+      if (!alt.note.empty() && !alt.is_recipe) line << "  (" << alt.note << ")";
+    }
+    out << line.str() << "\n";
+  }
+  out << "\n";
+}
+
+void print_memory(std::ostream& out, const Plan& plan) {
+  const PlanAlgorithm& a = plan.algorithm;
+  const PlanMemory& m = plan.memory;
+  out << "memory     per worker, estimated (activations and LibTorch itself not included)\n";
+  auto row = [&](const char* what, int64_t v, const std::string& note = "") {
+    out << "             " << std::left << std::setw(20) << what << std::right << std::setw(28) << bytes(v)
+        << (note.empty() ? "" : "  " + note) << "\n";
+  };
+  row("parameters", m.parameters);
+  if (m.buffers) row("model buffers", m.buffers);
+  row("gradients", m.gradients, a.buckets.flatten && a.buckets.registers.rfind("gradients", 0) == 0
+                                    ? "in the flattened buckets"
+                                    : "");
+  row("optimizer state", m.optimizer_state);
+  for (const auto& note : m.optimizer_notes) out << "               " << note << "\n";
+  row("algorithm buffers", m.algorithm_buffers);
+  row("per-step scratch", m.transient);
+  row("data", m.data, plan.steps.known ? "loaded by every worker" : "not loaded (--no-data)");
+  row("total", m.total());
+  out << "\n";
+}
+
 void print_plan(std::ostream& out, const Plan& plan) {
   const PlanWorld& w = plan.world;
   const PlanParameters& p = plan.parameters;
@@ -178,54 +234,8 @@ void print_plan(std::ostream& out, const Plan& plan) {
   }
   out << "\n";
 
-  out << "every algorithm on this model and world (rank 0, bytes per step once warm-ups are over; * the recipe's)\n";
-  const double mine = a.steady_bytes_per_step();
-  size_t name_width = 0, kwargs_width = 0;
-  for (const auto& alt : plan.alternatives) {
-    name_width = std::max(name_width, alt.name.size());
-    kwargs_width = std::max(kwargs_width, kwargs_text(alt.kwargs).size());
-  }
-  for (const auto& alt : plan.alternatives) {
-    std::ostringstream line;
-    line << "  " << (alt.is_recipe ? "* " : "  ") << std::left << std::setw(static_cast<int>(name_width) + 2)
-         << alt.name << std::setw(static_cast<int>(kwargs_width)) << kwargs_text(alt.kwargs) << std::right;
-    if (!alt.runnable) {
-      line << "  not runnable: " << alt.note;
-    } else if (alt.rounds_per_second_at_most) {
-      int64_t round = 0;
-      for (const auto& ph : alt.phases) {
-        if (ph.per_round) round = ph.leader.total();
-      }
-      line << std::setw(28) << bytes(round) << "  per averaging round";
-    } else {
-      const double per = alt.steady_bytes_per_step();
-      std::ostringstream ratio;
-      ratio << std::fixed << std::setprecision(2) << (mine > 0 ? per / mine : 0.0);
-      line << std::setw(28) << bytes(static_cast<int64_t>(per + 0.5)) << (mine > 0 ? "  x" + ratio.str() : "");
-      if (!alt.note.empty() && !alt.is_recipe) line << "  (" << alt.note << ")";
-    }
-    out << line.str() << "\n";
-  }
-  out << "\n";
-
-  const PlanMemory& m = plan.memory;
-  out << "memory     per worker, estimated (activations and LibTorch itself not included)\n";
-  auto row = [&](const char* what, int64_t v, const std::string& note = "") {
-    out << "             " << std::left << std::setw(20) << what << std::right << std::setw(28) << bytes(v)
-        << (note.empty() ? "" : "  " + note) << "\n";
-  };
-  row("parameters", m.parameters);
-  if (m.buffers) row("model buffers", m.buffers);
-  row("gradients", m.gradients, a.buckets.flatten && a.buckets.registers.rfind("gradients", 0) == 0
-                                    ? "in the flattened buckets"
-                                    : "");
-  row("optimizer state", m.optimizer_state);
-  for (const auto& note : m.optimizer_notes) out << "               " << note << "\n";
-  row("algorithm buffers", m.algorithm_buffers);
-  row("per-step scratch", m.transient);
-  row("data", m.data, plan.steps.known ? "loaded by every worker" : "not loaded (--no-data)");
-  row("total", m.total());
-  out << "\n";
+  print_alternatives(out, plan);
+  print_memory(out, plan);
 
   const PlanSteps& s = plan.steps;
   if (s.known) {
