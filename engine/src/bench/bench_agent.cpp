@@ -132,6 +132,7 @@ BenchOutcome run_bench(BenchOptions o) {
   if (recipe) {
     check_supported(*recipe);
     check_data(*recipe);
+    check_model(*recipe);
   }
   spec.progress_tty = o.progress_tty;
 

@@ -253,6 +253,9 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // Bad data fails here, before any worker starts; IDX images inflated for
   // the check stay in memory the workers share (one copy per node).
   check_data(recipe, &holds.shared_data);
+  // A model that is not TorchScript, or that cannot take this data or give
+  // this loss its output, fails here in one line (its traceback in the logs).
+  check_model(recipe, (fs::path(recipe.output.dir) / "logs" / "preflight.log").string());
   const auto& d = recipe.distributed;
   const std::string node_name = host_name();
   // An elastic job's nodes are named by host (their ranks change from

@@ -17,6 +17,7 @@
 #include "comm/verify.h"
 #include "train/components.h"
 #include "train/resume.h"
+#include "train/worker_environment.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -160,14 +161,7 @@ namespace {
 // which are ignored, which optimizer takes each, and their totals.
 void plan_parameters(const Recipe& recipe, Plan& plan) {
   // The model, only for its parameter and buffer list.
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(recipe.model.torchscript, at::kCPU);
-  } catch (const c10::Error& e) {
-    throw Error("model.torchscript: cannot load " + recipe.model.torchscript + " as TorchScript: " +
-                    e.what_without_backtrace(),
-                true);
-  }
+  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (const auto& p : module.named_parameters(true)) named.emplace_back(p.name, p.value);
   PlanParameters& params = plan.parameters;

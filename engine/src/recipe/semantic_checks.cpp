@@ -3,6 +3,7 @@
 #include "stages.h"
 
 #include <bagua/algorithms/catalog.h>
+#include <bagua/model_file.h>
 #include <bagua/recipe_key_path.h>
 
 #include <filesystem>
@@ -67,6 +68,10 @@ struct Checker {
           error(path, "file not found: " + p.string() + " (relative paths are relative to the recipe file)");
         } else if (fs::is_directory(p, ec)) {
           error(path, "expected a file, found a directory: " + p.string());
+        } else if (path == "model.torchscript") {
+          if (const std::string why = torchscript_file_problem(p.string()); !why.empty()) {
+            error(path, "expected a TorchScript file, found " + p.string() + ": " + why + "; " + kTorchScriptExportHint);
+          }
         }
       }
       *value = p.string();

@@ -5,9 +5,16 @@
 #include <bagua/data.h>
 #include <bagua/errors.h>
 
+#include "train/components.h"
+#include "train/evaluation.h"
 #include "train/worker_environment.h"
 
 #include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace bagua {
 
@@ -27,6 +34,82 @@ void check_supported(const Recipe& recipe) {
 void check_data(const Recipe& recipe, SharedData* share) {
   check_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data), share);
   if (recipe.data.eval) check_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), {}, share);
+}
+
+namespace {
+
+// "[2, 784] float32"
+std::string describe(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes() << " " << c10::toString(t.scalar_type());
+  return out.str();
+}
+
+// The last line of a TorchScript error (its traceback comes first), with
+// the whole message written to `trace_file` when there is one.
+std::string last_line(const std::exception& e, const std::string& trace_file, std::string* where) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  const std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  std::string last;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line.substr(line.find_first_not_of(" \t"));
+  }
+  if (!trace_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(trace_file).parent_path(), ec);
+    std::ofstream out(trace_file);
+    out << text << "\n";
+    if (out) *where = " (the whole error, with any TorchScript traceback, is in " + trace_file + ")";
+  }
+  return last;
+}
+
+}  // namespace
+
+void check_model(const Recipe& recipe, const std::string& trace_file) {
+  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
+  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
+  if (data->size() == 0) return;  // check_data says so
+  std::vector<int64_t> two{0};
+  if (data->size() > 1) two.push_back(1);
+  const Batch batch = data->get_batch(two);
+  const std::string samples = std::to_string(two.size()) + " training sample" + (two.size() > 1 ? "s" : "");
+  torch::NoGradGuard no_grad;
+  std::string where;
+  at::Tensor out;
+  const bool model_loss = recipe.model.loss == Loss::kModel;
+  try {
+    out = model_loss ? train::forward_output(module, nullptr, {batch.input, batch.target})
+                     : train::forward_output(module, nullptr, {batch.input});
+  } catch (const Error&) {
+    throw;  // ours: already one line
+  } catch (const std::exception& e) {
+    const std::string why = last_line(e, trace_file, &where);
+    throw Error("the model's forward fails on " + samples + " of data.train (input " + describe(batch.input) +
+                    (model_loss ? ", target " + describe(batch.target) : std::string()) + "): " + why +
+                    ". Give data.train.input_shape the shape the model takes, one sample without the batch "
+                    "dimension (e.g. [1, 28, 28] for 28x28 grey images)" + where,
+                true);
+  }
+  if (model_loss) {
+    if (out.numel() != 1) {
+      throw Error("model.loss is model, but the model's forward returned " + describe(out) +
+                      ", not one loss value; return the loss from forward(input, target), or name a loss in "
+                      "model.loss",
+                  true);
+    }
+    return;
+  }
+  try {
+    (void)train::compute_loss(recipe.model.loss, out, batch.target);
+  } catch (const std::exception& e) {
+    const std::string why = last_line(e, trace_file, &where);
+    throw Error("model.loss: " + std::string(to_string(recipe.model.loss)) + " cannot take the model's output " +
+                    describe(out) + " with data.train's targets " + describe(batch.target) + ": " + why +
+                    ". Choose the loss that fits the output (model.loss), or change what the model returns" + where,
+                true);
+  }
 }
 
 }  // namespace bagua

@@ -1,6 +1,7 @@
 #include "train/worker_environment.h"
 
 #include <bagua/errors.h>
+#include <bagua/model_file.h>
 
 #include "comm/c10d_compat.h"
 #include "train/components.h"
@@ -94,7 +95,20 @@ WorkerEnvironment WorkerEnvironment::join(const at::Device& device, const JoinOp
 }
 
 torch::jit::Module load_model(const std::string& torchscript, const at::Device& device) {
-  torch::jit::Module module = torch::jit::load(torchscript);
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(torchscript, at::kCPU);
+  } catch (const c10::Error& e) {
+    std::string why = torchscript_file_problem(torchscript);
+    if (why.empty()) {
+      why = e.what_without_backtrace();
+      if (const auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+      why = "LibTorch cannot read it (" + why + ")";
+    }
+    throw Error("model.torchscript: " + torchscript + " is not a TorchScript file: " + why + "; " +
+                    kTorchScriptExportHint,
+                true);
+  }
   module.to(device);
   module.train();
   return module;

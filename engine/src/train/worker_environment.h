@@ -14,8 +14,10 @@
 //     the CPU; on a GPU, init_process_group's choice) and timeout; makes
 //     `control`, a Gloo twin without per-call verification; sets the
 //     intra-op threads (`threads`, or cores / local workers).
-//   - load_model(): the TorchScript model, on the device, in train mode
-//     (LibTorch's c10::Error for a file that is not TorchScript).
+//   - load_model(): the TorchScript model, on the device, in train mode;
+//     a file that is not TorchScript (torch.save's pickles, anything else)
+//     is a one-line user Error naming model.torchscript, what the file is,
+//     and how to export one.
 //   - load_training_set() / load_eval_set(): the recipe's data (the
 //     training set through data.cache when the recipe asks for it); eval
 //     inputs of another dtype than the training set's are cast when that is

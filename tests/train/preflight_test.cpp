@@ -1,0 +1,123 @@
+// The model preflight of `bagua run` (bagua/preflight.h, check_model): a
+// model file that is not TorchScript, inputs the model cannot take, and an
+// output the loss cannot take fail in the launcher, before any worker
+// starts, in one line naming the key to change, with no C++ or
+// TorchScript traceback in front of the user.
+#include "support/bagua_run.h"
+#include "train/worker_environment.h"
+
+#include <bagua/errors.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace bagua::testing {
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+size_t lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+// What no refusal may show a user.
+void expect_no_trace(const std::string& output) {
+  EXPECT_EQ(output.find("internal error"), std::string::npos) << output;
+  EXPECT_EQ(output.find("PytorchStreamReader"), std::string::npos) << output;
+  EXPECT_EQ(output.find("Traceback"), std::string::npos) << output;
+  EXPECT_EQ(output.find("frame #"), std::string::npos) << output;
+  EXPECT_LE(lines(output), 4u) << output;
+}
+
+class Preflight : public RunTest {
+ protected:
+  // Runs Debian's python (with torch) on `script`, with the argument `out`.
+  void python(const std::string& script, const fs::path& out) {
+    const fs::path file = dir_ / "make.py";
+    std::ofstream(file) << script;
+    const std::string cmd = "/usr/bin/python3 " + file.string() + " " + out.string() + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+};
+
+// torch.save() of a whole model, of a state_dict, and a text file: each
+// said once, with what the file is and how to export TorchScript; no
+// worker started (no metrics), exit 2.
+TEST_F(Preflight, AFileThatIsNotTorchScriptIsRefusedInOneLine) {
+  const std::string model_class =
+      "import sys, torch\n"
+      "class M(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.l = torch.nn.Linear(784, 10)\n"
+      "    def forward(self, x):\n"
+      "        return self.l(x)\n";
+  const fs::path pickled = dir_ / "pickled.pt", state = dir_ / "state.pt", text = dir_ / "text.pt";
+  python(model_class + "torch.save(M(), sys.argv[1])\n", pickled);
+  python(model_class + "torch.save(M().state_dict(), sys.argv[1])\n", state);
+  std::ofstream(text) << "not a model\n";
+  for (const auto& [file, kind] : {std::pair<fs::path, std::string>{pickled, "it was written by torch.save()"},
+                                   {state, "it was written by torch.save()"},
+                                   {text, "it is not a zip archive"}}) {
+    SCOPED_TRACE(file.string());
+    const std::string recipe = write_recipe("m", "", fs::relative(file, kSource).string());
+    for (const char* command : {"validate", "run", "plan"}) {
+      RunOutcome r = bagua_command(command, recipe);
+      EXPECT_EQ(r.exit_code, 2) << command << ": " << r.output;
+      EXPECT_EQ(count(r.output, "expected a TorchScript file, found " + file.string()), 1u) << r.output;
+      EXPECT_NE(r.output.find("model.torchscript"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(kind), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("torch.jit.script(model).save("), std::string::npos) << r.output;
+      expect_no_trace(r.output);
+    }
+    EXPECT_FALSE(fs::exists(dir_ / "m" / "metrics.jsonl")) << "a worker started";
+    // Past validation (a file changed after it, a worker of torchrun's):
+    // the worker's load says the same in one line.
+    try {
+      train::load_model(file.string(), at::kCPU);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.is_user_error());
+      EXPECT_NE(std::string(e.what()).find("is not a TorchScript file: " + kind), std::string::npos) << e.what();
+      expect_no_trace(e.what());
+    }
+  }
+}
+
+// The CNN recipe's model fed the flat 784 pixels (no input_shape): one
+// line naming data.train.input_shape, the TorchScript traceback in
+// OUTPUT/logs/preflight.log; with input_shape it trains.
+TEST_F(Preflight, ACnnWithoutInputShapeNamesTheKey) {
+  const std::string recipe = write_recipe("cnn", "", "recipes/models/cnn.pt");
+  RunOutcome r = bagua_run(recipe);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(count(r.output, "data.train.input_shape"), 1u) << r.output;
+  EXPECT_NE(r.output.find("[2, 784] Float"), std::string::npos) << r.output;
+  expect_no_trace(r.output);
+  const fs::path trace = dir_ / "cnn" / "logs" / "preflight.log";
+  ASSERT_TRUE(fs::exists(trace)) << r.output;
+  EXPECT_NE(r.output.find(trace.string()), std::string::npos) << r.output;
+  EXPECT_NE(read_file(trace).find("Traceback"), std::string::npos) << read_file(trace);
+  r = bagua_run(recipe + " --set 'data.train.input_shape=[1, 28, 28]' --set train.max_steps=4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A loss that cannot take the model's output: model.loss named, with the
+// output's and the targets' shapes.
+TEST_F(Preflight, ALossThatDoesNotFitTheOutputNamesModelLoss) {
+  const std::string recipe = write_recipe("loss", "");
+  RunOutcome r = bagua_run(recipe + " --set model.loss=bce_with_logits");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.loss: bce_with_logits cannot take the model's output [2, 10]"), std::string::npos)
+      << r.output;
+  expect_no_trace(r.output);
+  EXPECT_FALSE(fs::exists(dir_ / "loss" / "metrics.jsonl")) << "a worker started";
+}
+
+}  // namespace
+}  // namespace bagua::testing
