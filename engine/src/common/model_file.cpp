@@ -46,7 +46,7 @@ std::vector<std::string> zip_entry_names(std::ifstream& in, uint64_t size) {
     cd_size = little_endian(&z[40], 8);
     cd_offset = little_endian(&z[48], 8);
   }
-  if (cd_offset + cd_size > size || cd_size > (uint64_t{256} << 20)) return {};
+  if (cd_offset > size || cd_size > size - cd_offset || cd_size > (uint64_t{256} << 20)) return {};
   std::string cd(cd_size, '\0');
   in.seekg(static_cast<std::streamoff>(cd_offset));
   if (!in.read(&cd[0], static_cast<std::streamsize>(cd_size))) return {};

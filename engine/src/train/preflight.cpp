@@ -71,6 +71,7 @@ void check_model(const Recipe& recipe, const std::string& trace_file) {
   torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
   auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
   if (data->size() == 0) return;  // check_data says so
+  train::load_eval_set(recipe, *data);  // its inputs must suit the same model (a user Error when they cannot)
   std::vector<int64_t> two{0};
   if (data->size() > 1) two.push_back(1);
   const Batch batch = data->get_batch(two);
@@ -86,10 +87,17 @@ void check_model(const Recipe& recipe, const std::string& trace_file) {
     throw;  // ours: already one line
   } catch (const std::exception& e) {
     const std::string why = last_line(e, trace_file, &where);
+    // A dtype the model does not take: the data file's values decide it
+    // (whole numbers load as integers, token ids), no shape can help.
+    const bool dtype = why.find("dtype") != std::string::npos || why.find("scalar type") != std::string::npos;
+    const std::string advice =
+        dtype ? "The inputs' dtype follows data.train's values (whole numbers load as Long, for token ids): give "
+                "the model what it takes, or a model that takes these (an embedding first, for token ids)"
+              : "Give data.train.input_shape the shape the model takes, one sample without the batch dimension "
+                "(e.g. [1, 28, 28] for 28x28 grey images)";
     throw Error("the model's forward fails on " + samples + " of data.train (input " + describe(batch.input) +
-                    (model_loss ? ", target " + describe(batch.target) : std::string()) + "): " + why +
-                    ". Give data.train.input_shape the shape the model takes, one sample without the batch "
-                    "dimension (e.g. [1, 28, 28] for 28x28 grey images)" + where,
+                    (model_loss ? ", target " + describe(batch.target) : std::string()) + "): " + why + ". " +
+                    advice + where,
                 true);
   }
   if (model_loss) {
