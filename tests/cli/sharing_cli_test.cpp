@@ -127,6 +127,11 @@ TEST_F(SharingCli, CopyMakesAStandaloneRecipeThatValidatesWhereItLands) {
   Said valid = bagua("validate elsewhere/mine.yaml");
   EXPECT_EQ(valid.exit_code, 0) << valid.all;
   EXPECT_TRUE(has(valid.out, "valid recipe mine")) << valid.out;
+  // Its runs go to its own directory, not the shipped recipe's.
+  std::stringstream text;
+  text << std::ifstream(dir_ / "elsewhere/mine.yaml").rdbuf();
+  EXPECT_TRUE(has(text.str(), "dir: runs/mine\n")) << text.str();
+  EXPECT_FALSE(has(text.str(), "runs/fashion-mnist-cnn")) << text.str();
   // The copy means what the shipped recipe means, apart from its name and output.
   Said same = bagua("diff fashion-mnist-cnn elsewhere/mine.yaml --ignore name --ignore output");
   EXPECT_EQ(same.exit_code, 0) << same.all;

@@ -66,7 +66,9 @@ PinResult pin_recipe_bases(const std::string& path);
 // The recipe at `path` with its `extends` merged in (nothing else
 // resolved: ${VAR}s and unset defaults stay as written) and every relative
 // file path rewritten so that it still names the same file when the text
-// is saved as `dest`. Throws RecipeError when the recipe is unreadable.
+// is saved as `dest`; without `name` (the copy is named after its file) and
+// with output.dir runs/<that name>, so a run of the copy never lands in the
+// original's run directory. Throws RecipeError when the recipe is unreadable.
 std::string standalone_recipe_text(const std::string& path, const std::string& dest);
 
 // ---- comparing ------------------------------------------------------------

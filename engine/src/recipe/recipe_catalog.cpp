@@ -332,6 +332,11 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
     *node = rebased.empty() ? absolute.string() : rebased.string();
   }
   tree.doc.erase("name");  // the copy is named after its own file
+  // ... and writes its runs where its name says, never into the directory of
+  // the recipe it was copied from (a run there would resume that one's).
+  const std::string name = fs::path(dest).stem().string();
+  if (!tree.doc.contains("output") || !tree.doc["output"].is_object()) tree.doc["output"] = json::object();
+  tree.doc["output"]["dir"] = "runs/" + name;
   std::string header = "# Standalone copy of " + path + " (sha256 " + (files.empty() ? "?" : files[0].sha256) +
                        ") made by `bagua recipes copy`:\n# its extends are merged in and relative paths rebased.\n";
   return header + recipe::to_yaml(tree.doc);
