@@ -1,6 +1,7 @@
 // bagua validate RECIPE [--set k=v]... [--print]
 #include "command.h"
 
+#include <bagua/algorithms/catalog.h>
 #include <bagua/recipe.h>
 #include <bagua/recipe_catalog.h>
 
@@ -23,7 +24,12 @@ std::string summary(const Recipe& r) {
                         " nodes (elastic)"
                   : std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") + " on " +
                         std::to_string(d.nnodes) + " node" + (d.nnodes == 1 ? "" : "s");
-  return r.source + ": valid recipe " + r.name + " (" + r.algorithm.name + ", " + world + ", " + optimizers + ", batch " +
+  // Which hierarchical auto chose; an elastic job decides it each round.
+  std::string algorithm = r.algorithm.name;
+  const std::string hierarchy =
+      hierarchical_choice(r.algorithm.name, r.algorithm.kwargs, d.elastic() && d.nnodes_max > 1 ? 0 : d.nnodes);
+  if (hierarchy.rfind("hierarchical: auto", 0) == 0) algorithm += ", " + hierarchy;
+  return r.source + ": valid recipe " + r.name + " (" + algorithm + ", " + world + ", " + optimizers + ", batch " +
          std::to_string(r.data.batch_size) + " per worker, " + length + ", output " + r.output.dir + ")";
 }
 

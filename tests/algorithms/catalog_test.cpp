@@ -28,6 +28,38 @@ TEST(Catalog, DefaultsAndKeywordArguments) {
   EXPECT_EQ(hier->kwargs()["average"], true);
 }
 
+// hierarchical: auto, the default where Bagua's is true: flat within one
+// node, hierarchical across several; true and false keep their meaning.
+TEST(Catalog, HierarchicalAutoIsFlatOnOneNodeAndHierarchicalAcrossNodes) {
+  bagua::AlgorithmBuildContext one, two;
+  one.nnodes = 1;
+  two.nnodes = 2;
+  for (const char* name : {"bytegrad", "decentralized", "low_precision_decentralized"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(bagua::find_algorithm(name)->defaults["hierarchical"], "auto");
+    EXPECT_EQ(bagua::make_algorithm(name, {}, one)->kwargs()["hierarchical"], false);
+    EXPECT_EQ(bagua::make_algorithm(name, {}, two)->kwargs()["hierarchical"], true);
+    EXPECT_EQ(bagua::make_algorithm(name, {{"hierarchical", true}}, one)->kwargs()["hierarchical"], true);
+    EXPECT_EQ(bagua::make_algorithm(name, {{"hierarchical", false}}, two)->kwargs()["hierarchical"], false);
+  }
+  EXPECT_EQ(bagua::make_algorithm("gradient_allreduce", {}, two)->kwargs()["hierarchical"], false)
+      << "gradient_allreduce keeps Bagua's default, false";
+  EXPECT_EQ(bagua::make_algorithm("gradient_allreduce", {{"hierarchical", "auto"}}, two)->kwargs()["hierarchical"],
+            true);
+  EXPECT_EQ(bagua::hierarchical_choice("bytegrad", {}, 1), "hierarchical: auto (flat on one node)");
+  EXPECT_EQ(bagua::hierarchical_choice("bytegrad", {}, 3), "hierarchical: auto (hierarchical across 3 nodes)");
+  EXPECT_EQ(bagua::hierarchical_choice("bytegrad", {{"hierarchical", true}}, 1), "hierarchical: true");
+  EXPECT_EQ(bagua::hierarchical_choice("async", {}, 2), "");
+  try {
+    bagua::make_algorithm("bytegrad", {{"hierarchical", "yes"}}, one);
+    ADD_FAILURE() << "hierarchical: yes accepted";
+  } catch (const bagua::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'hierarchical' must be a boolean or \"auto\", got \"yes\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Catalog, TraitsDescribeEachAlgorithm) {
   EXPECT_TRUE(bagua::find_algorithm("gradient_allreduce")->traits.replicas_identical);
   EXPECT_FALSE(bagua::find_algorithm("decentralized")->traits.replicas_identical);
@@ -145,7 +177,8 @@ TEST(Catalog, EveryAlgorithmIsBuildableAndHasATrafficModel) {
       b.bytes = one.bytes;
       return b;
     };
-    const bagua::PlanAlgorithm a = d.traffic(ctx, d.defaults);
+    // Models see kwargs as built: "auto" decided (resolve_kwargs()).
+    const bagua::PlanAlgorithm a = d.traffic(ctx, bagua::resolve_kwargs(d.name, {}, ctx.world.nnodes));
     EXPECT_TRUE(a.runnable) << a.note;
     ASSERT_FALSE(a.phases.empty());
     for (const auto& p : a.phases) EXPECT_FALSE(p.name.empty() || p.what.empty());
@@ -161,7 +194,8 @@ TEST(Catalog, EveryAlgorithmIsBuildableAndHasATrafficModel) {
         EXPECT_TRUE(kw.contains(k)) << "plan variant of unknown kwarg " << k;
         kw[k] = v;
       }
-      EXPECT_FALSE(d.traffic(ctx, kw).phases.empty()) << variant.dump();
+      EXPECT_FALSE(d.traffic(ctx, bagua::resolve_kwargs(d.name, kw, ctx.world.nnodes)).phases.empty())
+          << variant.dump();
     }
   }
 }
@@ -204,7 +238,7 @@ TEST(Catalog, TraitsMatchTheImplementation) {
     }
     auto algorithm = bagua::make_algorithm(d.name, {}, context);
     EXPECT_EQ(algorithm->name(), d.name);
-    EXPECT_EQ(algorithm->kwargs(), d.defaults);
+    EXPECT_EQ(algorithm->kwargs(), bagua::resolve_kwargs(d.name, {}, 1)) << "one node: hierarchical auto is flat";
     auto impl = algorithm->reify(bagua::default_group());
     EXPECT_EQ(impl->keeps_bucket_state(), d.traits.keeps_bucket_state);
   }

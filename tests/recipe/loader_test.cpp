@@ -117,8 +117,10 @@ TEST(RecipeDefaults, PerAlgorithmKwargDefaults) {
     EXPECT_EQ(load_recipe(path, sets).algorithm.kwargs, d.defaults) << d.name;
   }
   EXPECT_EQ(load_recipe(path, {"algorithm.name=decentralized"}).algorithm.kwargs,
-            (json{{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}}))
-      << "Bagua's defaults";
+            (json{{"hierarchical", "auto"}, {"peer_selection_mode", "all"}, {"communication_interval", 1}}))
+      << "Bagua's defaults, but hierarchical only when the job spans nodes";
+  EXPECT_EQ(load_recipe(path, {"algorithm.name=gradient_allreduce"}).algorithm.kwargs["hierarchical"], false)
+      << "gradient_allreduce keeps Bagua's default";
   Recipe q = load_recipe(path, {"algorithm.name=qadam", "optimizers=[{type: qadam}]"});
   EXPECT_EQ(q.optimizers[0].warmup_steps, 100);
   EXPECT_DOUBLE_EQ(q.optimizers[0].lr, 1e-3);

@@ -9,9 +9,9 @@ AlgorithmDescriptor bytegrad_descriptor() {
   AlgorithmDescriptor d;
   d.name = "bytegrad";
   d.description = "centralized, synchronous, 8-bit: compressed scatter-reduce and allgather of gradient buckets";
-  d.defaults = {{"hierarchical", true}, {"average", true}};
+  d.defaults = {{"hierarchical", "auto"}, {"average", true}};
   d.traits.supports_hierarchical = true;
-  d.plan_variants = {{{"hierarchical", false}}};
+  d.plan_variants = {{{"hierarchical", true}}, {{"hierarchical", false}}};
   d.traffic = [](const TrafficContext& ctx, const nlohmann::json& kw) {
     PlanAlgorithm a;
     const bool hier = kw.value("hierarchical", false);

@@ -36,6 +36,8 @@ std::string algorithm_names() {
 }
 
 namespace {
+constexpr const char* kHierarchical = "hierarchical";
+
 const char* json_type(const nlohmann::json& v) {
   if (v.is_boolean()) return "a boolean";
   if (v.is_number_integer()) return "an integer";
@@ -62,17 +64,43 @@ nlohmann::json complete_kwargs(const std::string& name, const nlohmann::json& kw
         throw InvalidArgument("algorithm " + name + " does not accept '" + key + "' (it accepts: " + accepted + ")");
       }
       const auto& def = spec->defaults.at(key);
-      const bool same_kind = (def.is_boolean() && value.is_boolean()) || (def.is_string() && value.is_string()) ||
-                             (def.is_number_integer() && value.is_number_integer()) ||
-                             (def.is_number_float() && value.is_number());
-      if (!same_kind) {
-        throw InvalidArgument("algorithm " + name + ": '" + key + "' must be " + json_type(def) + ", got " +
-                              json_type(value));
+      if (!kwarg_fits(key, def, value)) {
+        const std::string expected = key == kHierarchical ? "a boolean or \"auto\"" : json_type(def);
+        throw InvalidArgument("algorithm " + name + ": '" + key + "' must be " + expected + ", got " +
+                              (key == kHierarchical && value.is_string() ? "\"" + value.get<std::string>() + "\""
+                                                                          : json_type(value)));
       }
       complete[key] = value;
     }
   }
   return complete;
+}
+
+bool kwarg_fits(const std::string& key, const nlohmann::json& def, const nlohmann::json& value) {
+  if (key == kHierarchical) return value.is_boolean() || value == "auto";
+  return (def.is_boolean() && value.is_boolean()) || (def.is_string() && value.is_string()) ||
+         (def.is_number_integer() && value.is_number_integer()) || (def.is_number_float() && value.is_number());
+}
+
+bool hierarchical_for(const nlohmann::json& value, int nnodes) {
+  return value.is_boolean() ? value.get<bool>() : nnodes > 1;
+}
+
+nlohmann::json resolve_kwargs(const std::string& name, const nlohmann::json& kwargs, int nnodes) {
+  nlohmann::json complete = complete_kwargs(name, kwargs);
+  if (complete.contains(kHierarchical)) complete[kHierarchical] = hierarchical_for(complete[kHierarchical], nnodes);
+  return complete;
+}
+
+std::string hierarchical_choice(const std::string& name, const nlohmann::json& kwargs, int nnodes) {
+  const AlgorithmDescriptor* spec = find_algorithm(name);
+  if (spec == nullptr || !spec->defaults.contains(kHierarchical)) return "";
+  nlohmann::json value = spec->defaults[kHierarchical];
+  if (kwargs.is_object() && kwargs.contains(kHierarchical)) value = kwargs[kHierarchical];
+  if (value.is_boolean()) return std::string("hierarchical: ") + (value.get<bool>() ? "true" : "false");
+  if (nnodes <= 0) return "hierarchical: auto (hierarchical in the rounds that span nodes)";
+  return nnodes > 1 ? "hierarchical: auto (hierarchical across " + std::to_string(nnodes) + " nodes)"
+                    : std::string("hierarchical: auto (flat on one node)");
 }
 
 }  // namespace bagua

@@ -30,11 +30,12 @@ AlgorithmDescriptor decentralized_descriptor() {
   AlgorithmDescriptor d;
   d.name = "decentralized";
   d.description = "decentralized, synchronous, full precision: weights averaged with peers while forward and backward run";
-  d.defaults = {{"hierarchical", true}, {"peer_selection_mode", "all"}, {"communication_interval", 1}};
+  d.defaults = {{"hierarchical", "auto"}, {"peer_selection_mode", "all"}, {"communication_interval", 1}};
   d.traits.replicas_identical = false;
   d.traits.supports_hierarchical = true;
-  d.plan_variants = {{{"hierarchical", false}},
-                     {{"peer_selection_mode", "shift_one"}},
+  d.plan_variants = {{{"hierarchical", true}},
+                     {{"hierarchical", false}},
+                     {{"hierarchical", true}, {"peer_selection_mode", "shift_one"}},
                      {{"hierarchical", false}, {"peer_selection_mode", "shift_one"}}};
   d.check_world = [](const nlohmann::json& kw, int nnodes, int nproc_per_node) -> std::optional<KwargProblem> {
     if (kw.value("peer_selection_mode", std::string("all")) != "shift_one") return std::nullopt;

@@ -14,11 +14,11 @@ AlgorithmDescriptor low_precision_decentralized_descriptor() {
   AlgorithmDescriptor d;
   d.name = "low_precision_decentralized";
   d.description = "decentralized, synchronous, 8-bit: compressed weight differences exchanged around a ring";
-  d.defaults = {{"hierarchical", true}, {"communication_interval", 1}};
+  d.defaults = {{"hierarchical", "auto"}, {"communication_interval", 1}};
   d.traits.replicas_identical = false;
   d.traits.supports_hierarchical = true;
   d.traits.keeps_bucket_state = true;
-  d.plan_variants = {{{"hierarchical", false}}};
+  d.plan_variants = {{{"hierarchical", true}}, {{"hierarchical", false}}};
   d.traffic = [](const TrafficContext& ctx, const nlohmann::json& kw) {
     PlanAlgorithm a;
     const PlanWorld& world = ctx.world;

@@ -11,7 +11,7 @@ AlgorithmDescriptor qadam_descriptor() {
   AlgorithmDescriptor d;
   d.name = "qadam";
   d.description = "centralized, synchronous, 8-bit: Adam whose momentum is averaged compressed after a warm-up";
-  d.defaults = {{"hierarchical", true}};
+  d.defaults = {{"hierarchical", "auto"}};
   d.traits.required_optimizer = "qadam";
   d.optimizer.only_with_its_algorithm_because = "which communicates its compressed momentum";
   d.optimizer.not_fused_because = "the qadam algorithm reads and compresses its momentum parameter by parameter";
@@ -22,7 +22,7 @@ AlgorithmDescriptor qadam_descriptor() {
   d.optimizer.bench_warmup_at_least = 20;
   d.optimizer.stand_in = "adam";
   d.traits.supports_hierarchical = true;
-  d.plan_variants = {{{"hierarchical", false}}};
+  d.plan_variants = {{{"hierarchical", true}}, {{"hierarchical", false}}};
   d.traffic = [](const TrafficContext& ctx, const nlohmann::json& kw) {
     PlanAlgorithm a;
     const bool hier = kw.value("hierarchical", false);

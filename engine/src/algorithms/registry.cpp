@@ -2,6 +2,7 @@
 // (bagua/algorithms/registry.h): the factory of every algorithm of
 // algorithm_list.h, in the catalog's order.
 #include <bagua/algorithms/registry.h>
+#include <bagua/communication.h>
 #include <bagua/errors.h>
 
 #include "algorithms/factories.h"
@@ -26,6 +27,12 @@ const algorithms::AlgorithmFactory* factory_of(const AlgorithmDescriptor* d) {
 }
 }  // namespace
 
+int job_nodes(const AlgorithmBuildContext& context) {
+  if (context.nnodes > 0) return context.nnodes;
+  // One member per node holds each local rank: their count is the nodes'.
+  return is_initialized() ? default_group()->inter_node_group()->size() : 1;
+}
+
 bool algorithm_implemented(const std::string& name) {
   const algorithms::AlgorithmFactory* f = factory_of(find_algorithm(name));
   return f != nullptr && f->build != nullptr;
@@ -33,7 +40,7 @@ bool algorithm_implemented(const std::string& name) {
 
 AlgorithmPtr make_algorithm(const std::string& name, const nlohmann::json& kwargs,
                             const AlgorithmBuildContext& context) {
-  const nlohmann::json complete = complete_kwargs(name, kwargs);  // throws for an unknown name
+  const nlohmann::json complete = resolve_kwargs(name, kwargs, job_nodes(context));  // throws for an unknown name
   return factory_of(find_algorithm(name))->build(complete, context);
 }
 

@@ -349,13 +349,12 @@ void BenchWorker::build(Contender& c) {
   auto built = train::build_optimizers(optimizer_specs(recipe_, algorithm, spec_.warmup), c.params);
   c.optimizers = built.optimizers;
   if (algorithm == nullptr) return;
-  if (recipe_ && recipe_->algorithm.name == c.name) {
-    c.kwargs = recipe_->algorithm.kwargs;
-  } else if (algorithm->traits.supports_hierarchical && nodes_ == 1) {
-    // On one node a hierarchical algorithm is its intra-node full-precision
-    // step alone; measure what it does between workers instead.
-    c.kwargs["hierarchical"] = false;
-  }
+  // The recipe's keyword arguments for its own algorithm, the defaults for
+  // the others; hierarchical: auto decided as bagua run would (flat on one
+  // node, where hierarchical leaves nothing to do between workers).
+  c.kwargs = resolve_kwargs(c.name, recipe_ && recipe_->algorithm.name == c.name ? recipe_->algorithm.kwargs
+                                                                                : nlohmann::json::object(),
+                            nodes_);
   // As bagua run wraps the model (bucket_size: auto tunes during the
   // warm-up; an algorithm that keeps state per bucket, which cannot tune,
   // is measured at the default size bagua run would refuse to change).

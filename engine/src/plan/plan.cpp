@@ -69,14 +69,16 @@ PlanBuckets bucket_plan(const std::vector<BaguaTensor>& tensors, const Recipe& r
 PlanAlgorithm plan_algorithm(const TrafficContext& ctx, const std::string& name, const nlohmann::json& kwargs) {
   PlanAlgorithm a;
   const AlgorithmDescriptor* d = find_algorithm(name);
+  // What the workers would build: hierarchical: auto decided for this world.
+  const nlohmann::json resolved = d != nullptr ? resolve_kwargs(name, kwargs, ctx.world.nnodes) : kwargs;
   if (d != nullptr && d->traffic) {
-    a = d->traffic(ctx, kwargs);
+    a = d->traffic(ctx, resolved);
   } else {
     a.runnable = false;
     a.note = "bagua plan has no traffic model for this algorithm yet";
   }
   a.name = name;
-  a.kwargs = kwargs;
+  a.kwargs = resolved;
   return a;
 }
 
@@ -265,8 +267,12 @@ void plan_algorithms(const Recipe& recipe, Plan& plan) {
     std::vector<nlohmann::json> variants{d.defaults};
     for (const auto& v : d.plan_variants) variants.push_back(with_defaults(d, v));
     for (const auto& kw : variants) {
-      if (d.name == recipe.algorithm.name && kw == recipe.algorithm.kwargs) continue;  // listed first
-      plan.alternatives.push_back(plan_algorithm(ctx, d.name, kw));
+      // Each once, as built: a variant may be what auto decides, or the recipe's (listed first).
+      const nlohmann::json resolved = resolve_kwargs(d.name, kw, world.nnodes);
+      const bool listed = std::any_of(plan.alternatives.begin(), plan.alternatives.end(), [&](const PlanAlgorithm& a) {
+        return a.name == d.name && a.kwargs == resolved;
+      });
+      if (!listed) plan.alternatives.push_back(plan_algorithm(ctx, d.name, resolved));
     }
   }
 }

@@ -149,18 +149,15 @@ struct Checker {
     if (!nproc || !nnodes || !nproc->is_number_integer() || !nnodes->is_number_integer()) return;
     const AlgorithmDescriptor* algorithm = find_algorithm(name->get<std::string>());
     if (!algorithm || !algorithm->check_world) return;
-    json kwargs = algorithm->defaults;
+    json given = json::object();
     // A value of the wrong kind is the schema's to report; the descriptor
-    // sees only values of its defaults' kinds.
-    auto same_kind = [](const json& a, const json& b) {
-      return (a.is_string() && b.is_string()) || (a.is_boolean() && b.is_boolean()) ||
-             (a.is_number_integer() && b.is_number_integer()) || (a.is_number_float() && b.is_number());
-    };
+    // sees only values of its defaults' kinds, with auto decided.
     for (const auto& [key, value] : algorithm_tree->items()) {
-      if (kwargs.contains(key) && same_kind(kwargs[key], value)) kwargs[key] = value;
+      if (algorithm->defaults.contains(key) && kwarg_fits(key, algorithm->defaults[key], value)) given[key] = value;
     }
-    if (auto problem = algorithm->check_world(kwargs, static_cast<int>(nnodes->get<int64_t>()),
-                                              static_cast<int>(nproc->get<int64_t>()))) {
+    const int node_count = static_cast<int>(nnodes->get<int64_t>());
+    const json kwargs = resolve_kwargs(algorithm->name, given, node_count);
+    if (auto problem = algorithm->check_world(kwargs, node_count, static_cast<int>(nproc->get<int64_t>()))) {
       error("algorithm." + problem->key, problem->message);
     }
   }

@@ -7,25 +7,60 @@
 
 namespace bagua::train {
 
+namespace {
+
+constexpr size_t kColumns = 100;
+
+// `line` cut after ", " or "; " so each piece fits kColumns where it can,
+// the pieces after the first indented by two spaces.
+std::vector<std::string> fitted(const std::string& line) {
+  std::vector<std::string> out;
+  std::string rest = line;
+  std::string indent;
+  while (indent.size() + rest.size() > kColumns) {
+    const size_t room = kColumns - indent.size();
+    size_t cut = std::string::npos;
+    for (size_t i = rest.find_first_of(",;"); i != std::string::npos && i + 1 < room;
+         i = rest.find_first_of(",;", i + 1)) {
+      if (rest[i + 1] == ' ') cut = i + 1;
+    }
+    if (cut == std::string::npos) break;  // a path longer than a line: left whole
+    out.push_back(indent + rest.substr(0, cut));
+    rest = rest.substr(cut + 1);
+    indent = "  ";
+  }
+  out.push_back(indent + rest);
+  return out;
+}
+
+void say_fitted(RunLog& log, const std::string& line) {
+  for (const auto& piece : fitted(line)) log.say(piece);
+}
+
+}  // namespace
+
 void say_run_banner(RunLog& log, const RunBanner& b) {
-  log.say("bagua run " + b.recipe + ": " + std::to_string(b.world) + " workers on " + b.device + " over " + b.backend +
-          ", " + b.algorithm + ", train " + b.train_data);
-  if (!b.eval_data.empty()) log.say("eval " + b.eval_data);
-  log.say("sampler: " + b.sampler);
+  say_fitted(log, "bagua run " + b.recipe + ": " + std::to_string(b.world) + " workers on " + b.device + " over " +
+                      b.backend);
+  say_fitted(log, "algorithm: " + b.algorithm + (b.hierarchy.empty() ? "" : ", " + b.hierarchy));
+  say_fitted(log, "train: " + b.train_data);
+  if (!b.eval_data.empty()) say_fitted(log, "eval: " + b.eval_data);
+  say_fitted(log, "sampler: " + b.sampler);
   if (b.batch_complexity) {
-    log.say(std::to_string(b.per_epoch) + " steps in the first epoch (batches of up to " +
-            std::to_string(b.batch_size) + " samples within " + std::to_string(*b.batch_complexity) +
-            " complexity, " + std::to_string(b.samples_per_worker) + " samples per worker), " +
-            std::to_string(b.total) + " steps in all; output in " + b.out_dir);
+    say_fitted(log, std::to_string(b.per_epoch) + " steps in the first epoch (batches of up to " +
+                        std::to_string(b.batch_size) + " samples within " + std::to_string(*b.batch_complexity) +
+                        " complexity, " + std::to_string(b.samples_per_worker) + " samples per worker), " +
+                        std::to_string(b.total) + " steps in all");
   } else {
     const int64_t per = b.global_batch / b.world;
     std::string per_worker = b.global_batch % b.world == 0
                                  ? "batch " + std::to_string(per) + " per worker"
                                  : "batch " + std::to_string(per) + " or " + std::to_string(per + 1) + " per worker";
     if (b.global_batch_given) per_worker += " (train.global_batch_size " + std::to_string(b.global_batch) + ")";
-    log.say(std::to_string(b.per_epoch) + " steps per epoch of " + per_worker + ", " + std::to_string(b.total) +
-            " steps in all; output in " + b.out_dir);
+    say_fitted(log, std::to_string(b.per_epoch) + " steps per epoch of " + per_worker + ", " + std::to_string(b.total) +
+                        " steps in all");
   }
+  log.say("output: " + b.out_dir);
   for (const auto& name : b.unassigned) log.say("note: parameter " + name + " is in no optimizer: it stays fixed");
 }
 

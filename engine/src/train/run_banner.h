@@ -18,6 +18,7 @@ namespace bagua::train {
 
 struct RunBanner {
   std::string recipe, algorithm, backend;
+  std::string hierarchy;  // hierarchical_choice(): "hierarchical: auto (flat on one node)"; empty: no such key
   int world = 1;
   std::string device;  // "CPUs", or "GPUs (rank 0 on cuda:0)"
   std::string train_data, eval_data, sampler;  // described; eval_data empty: none
@@ -32,6 +33,7 @@ struct RunBanner {
   std::vector<std::string> unassigned;  // parameters in no optimizer
 };
 
+// Lines of at most 100 columns where they can be cut (after ", " or "; ").
 void say_run_banner(RunLog& log, const RunBanner& banner);
 
 struct ResumeFacts {

@@ -216,6 +216,7 @@ void Worker::announce() {
   train::RunBanner b;
   b.recipe = recipe_.name;
   b.algorithm = recipe_.algorithm.name;
+  b.hierarchy = hierarchical_choice(recipe_.algorithm.name, recipe_.algorithm.kwargs, job_nodes({}));
   b.backend = default_group()->backend();
   b.world = env_.world;
   b.device = env_.device.is_cpu() ? std::string("CPUs") : "GPUs (rank 0 on " + env_.device.str() + ")";

@@ -105,7 +105,29 @@ std::string algorithm_names();
 // The descriptor's defaults with `kwargs` applied. Throws InvalidArgument
 // for an unknown name (listing the known ones), keyword arguments that are
 // not a mapping, an unknown keyword argument (naming the accepted ones), or
-// a value whose JSON type differs from the default's.
+// a value whose JSON type differs from the default's (`hierarchical` takes a
+// boolean or "auto" whatever its default).
 nlohmann::json complete_kwargs(const std::string& name, const nlohmann::json& kwargs);
+
+// Whether `value` may be given for the keyword argument `key` whose default
+// is `def`: a value of the default's JSON type, and for `hierarchical` a
+// boolean or "auto".
+bool kwarg_fits(const std::string& key, const nlohmann::json& def, const nlohmann::json& value);
+
+// `hierarchical: auto` (the default of every algorithm whose Bagua default
+// is true): hierarchical when the job spans nodes, flat within one. Bagua
+// defaults to hierarchical, which on one node leaves the compressed and
+// decentralized algorithms nothing to do between workers.
+bool hierarchical_for(const nlohmann::json& value, int nnodes);
+
+// complete_kwargs() with every "auto" decided for a job of `nnodes` nodes:
+// what the algorithm is built with. Throws as complete_kwargs().
+nlohmann::json resolve_kwargs(const std::string& name, const nlohmann::json& kwargs, int nnodes);
+
+// "hierarchical: auto (flat on one node)" when the recipe left it to auto,
+// "hierarchical: true" when it said so, empty for an algorithm without it:
+// what bagua run's first lines and bagua validate say (nnodes 0: not known
+// before it starts, an elastic job's).
+std::string hierarchical_choice(const std::string& name, const nlohmann::json& kwargs, int nnodes);
 
 }  // namespace bagua

@@ -21,13 +21,19 @@ namespace bagua {
 // What a factory may need beyond the keyword arguments.
 struct AlgorithmBuildContext {
   std::vector<OptimizerPtr> optimizers;  // the run's optimizers, in recipe order
+  // The nodes the job spans, which decide hierarchical: auto
+  // (resolve_kwargs()); 0: those of the default group (1 without one).
+  int nnodes = 0;
 };
+
+// The nodes `context` says the job spans (AlgorithmBuildContext::nnodes).
+int job_nodes(const AlgorithmBuildContext& context);
 
 // True when this build can make the algorithm called `name`.
 bool algorithm_implemented(const std::string& name);
 
 // Builds an algorithm from its name and keyword arguments (missing ones take
-// their defaults, complete_kwargs()). Throws InvalidArgument for an unknown
+// their defaults and "auto" is decided: resolve_kwargs()). Throws InvalidArgument for an unknown
 // name (listing the known ones), an unknown keyword argument (naming the
 // accepted ones), a value whose JSON type differs from the default's, or a
 // context the algorithm cannot use (one with a required optimizer, given

@@ -120,8 +120,9 @@ struct TrafficContext {
   std::function<PlanBuckets(int64_t alignment, bool flatten, const std::string& registers)> buckets;
 };
 
-// One algorithm's traffic model: its PlanAlgorithm for complete kwargs
-// (name and kwargs are filled in by the caller).
+// One algorithm's traffic model: its PlanAlgorithm for complete kwargs with
+// "auto" decided (resolve_kwargs(); name and kwargs are filled in by the
+// caller).
 using TrafficModel = std::function<PlanAlgorithm(const TrafficContext& ctx, const nlohmann::json& kwargs)>;
 
 }  // namespace bagua
