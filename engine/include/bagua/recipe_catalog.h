@@ -48,6 +48,25 @@ std::string locate_recipe_argument(const std::string& argument);
 // True when `path` is a run directory (holds recipe.resolved.yaml).
 bool is_run_directory(const std::string& path);
 
+// A recipe argument resolved, as every command that takes a recipe
+// (validate, run, plan, bench) takes it: the file to load, and the
+// overrides that go before the user's --set. A run directory whose recorded
+// output.dir names it (from this working directory) needs none, so a re-run
+// keeps output.dir as written, relative or not; one that was moved, or is
+// named from elsewhere, gets output.dir=<the argument as written>, so its
+// run still writes into it.
+struct RecipeArgument {
+  std::string argument;                // as written
+  std::string file;                    // locate_recipe_argument(argument)
+  bool run_directory = false;
+  std::vector<std::string> overrides;  // before the user's
+};
+RecipeArgument resolve_recipe_argument(const std::string& argument);
+
+// load_recipe() of a resolved argument: its overrides, then `overrides`.
+Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string>& overrides = {},
+                   const RecipeLoadOptions& options = {});
+
 // ---- pinning --------------------------------------------------------------
 
 struct PinResult {

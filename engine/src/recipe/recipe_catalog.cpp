@@ -157,6 +157,34 @@ std::string locate_recipe_argument(const std::string& argument) {
   return argument;  // load_recipe reports the missing file in its own words
 }
 
+RecipeArgument resolve_recipe_argument(const std::string& argument) {
+  RecipeArgument a;
+  a.argument = argument;
+  a.file = locate_recipe_argument(argument);
+  a.run_directory = is_run_directory(argument);
+  if (!a.run_directory) return a;
+  // Where the run recorded its output: is it this directory, seen from here?
+  recipe::Diagnostics diags;
+  recipe::SourceTree tree = recipe::read_yaml_file(a.file, diags);
+  const json* output = tree.doc.is_object() ? KeyPath::parse("output.dir").find(tree.doc) : nullptr;
+  std::string as_written = fs::path(argument).lexically_normal().string();
+  while (as_written.size() > 1 && as_written.back() == '/') as_written.pop_back();
+  std::error_code ec;
+  const fs::path here = fs::weakly_canonical(as_written, ec);
+  if (output && output->is_string() && !output->get<std::string>().empty() &&
+      fs::weakly_canonical(output->get<std::string>(), ec) == here)
+    return a;
+  a.overrides.push_back("output.dir=" + recipe::json_quote(as_written));
+  return a;
+}
+
+Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string>& overrides,
+                   const RecipeLoadOptions& options) {
+  std::vector<std::string> all = argument.overrides;
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return load_recipe(argument.file, all, options);
+}
+
 // ---- pinning ----------------------------------------------------------------
 
 namespace {
