@@ -69,13 +69,21 @@ Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string
 
 // ---- pinning --------------------------------------------------------------
 
+// One `extends` entry of a recipe, as pinning finds it.
+struct PinnedBase {
+  std::string base;     // the base file
+  std::string current;  // the file SHA-256 of its bytes now (what a pin writes)
+  std::string pinned;   // the file SHA-256 the entry pinned before; "" when not pinned
+  bool stale() const { return !pinned.empty() && pinned != current; }
+};
+
 struct PinResult {
-  std::string text;                 // the recipe file's new text
-  std::vector<std::string> pinned;  // "BASE sha256" for each entry written
+  std::string text;                // the recipe file's new text
+  std::vector<PinnedBase> bases;  // each entry, in order
 };
 
 // The text of recipe `path` with every `extends` entry rewritten as
-// {path|recipe: ..., sha256: <current SHA-256 of the base>}; comments,
+// {path|recipe: ..., sha256: <current file SHA-256 of the base>}; comments,
 // order and every other line are kept. Throws RecipeError when the recipe
 // or a base cannot be read.
 PinResult pin_recipe_bases(const std::string& path);

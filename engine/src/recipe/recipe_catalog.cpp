@@ -283,7 +283,8 @@ PinResult pin_recipe_bases(const std::string& path) {
     std::string file = base_file(entry, at);
     if (file.empty()) return;
     std::string sha = sha256_file(file);
-    result.pinned.push_back(file + " " + sha);
+    const bool was_pinned = entry.is_object() && entry.contains("sha256") && entry["sha256"].is_string();
+    result.bases.push_back({file, sha, was_pinned ? entry["sha256"].get<std::string>() : std::string()});
     recipe::SourcePos pos = tree.locate(at);
     if (pos.line <= 0 || pos.line > static_cast<int>(lines.size())) return;
     const std::string& line = lines[pos.line - 1];
@@ -365,7 +366,7 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
   const std::string name = fs::path(dest).stem().string();
   if (!tree.doc.contains("output") || !tree.doc["output"].is_object()) tree.doc["output"] = json::object();
   tree.doc["output"]["dir"] = "runs/" + name;
-  std::string header = "# Standalone copy of " + path + " (sha256 " + (files.empty() ? "?" : files[0].sha256) +
+  std::string header = "# Standalone copy of " + path + " (file sha256 " + (files.empty() ? "?" : files[0].sha256) +
                        ") made by `bagua recipes copy`:\n# its extends are merged in and relative paths rebased.\n";
   return header + recipe::to_yaml(tree.doc);
 }
