@@ -11,6 +11,7 @@
 #include <bagua/bench.h>
 #include <bagua/errors.h>
 #include <bagua/recipe.h>
+#include <bagua/recipe_catalog.h>
 
 #include <unistd.h>
 
@@ -57,12 +58,16 @@ int launch(const BenchFlags& f) {
     return fail(std::string("--params: ") + e.what());
   }
   if (!f.recipe.empty()) {
+    // A file, a catalog name or a run directory, as bagua run takes it; the
+    // workers load the same file with the same overrides.
+    const RecipeArgument argument = resolve_recipe_argument(f.recipe);
     try {
-      o.recipe = load_recipe(f.recipe, f.overrides);
+      o.recipe = load_recipe(argument, f.overrides);
     } catch (const RecipeError& e) {
       return report_invalid_recipe(e, f.recipe);
     }
-    o.spec.recipe = fs::absolute(f.recipe).string();
+    o.spec.recipe = fs::absolute(argument.file).string();
+    o.spec.overrides.insert(o.spec.overrides.begin(), argument.overrides.begin(), argument.overrides.end());
   }
   if (!f.plot_path.empty() && fs::path(f.plot_path).extension() != ".svg") {
     return fail("--plot " + f.plot_path + ": the chart is SVG; name a FILE.svg");
@@ -101,8 +106,8 @@ const CommandRegistration kBench{
     "bench", runtime_description("bench"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<BenchFlags>();
-      sub.add_option("recipe", f->recipe, "Recipe whose model, data, optimizers and batch size to use; "
-                                          "none: a synthetic model on random data");
+      sub.add_option("recipe", f->recipe, "Recipe whose model, data, optimizers and batch size to use (a file, a "
+                                          "catalog name, or a run directory); none: a synthetic model on random data");
       sub.add_option("--algorithm", f->algorithms, "Algorithm to measure; repeatable (default: every one)")
           ->type_name("NAME")->allow_extra_args(false);
       sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers on this node (default: the recipe's, else 2)");
@@ -143,7 +148,8 @@ const CommandRegistration kBench{
           "Examples:\n"
           "  bagua bench --algorithm bytegrad --algorithm gradient_allreduce\n"
           "  bagua bench --params 25M --link 1gbit --json bench.json --plot bench.svg\n"
-          "  bagua bench recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --straggler 1:2\n");
+          "  bagua bench recipes/fashion-mnist-mlp.yaml --nproc-per-node 4 --straggler 1:2\n"
+          "  bagua bench fashion-mnist-mlp --algorithm bytegrad   # a catalog name (or a run directory)\n");
       return [f]() -> int {
         if (!f->worker_spec.empty()) {
           run_bench_worker_files(f->worker_spec, f->worker_result);

@@ -8,6 +8,7 @@
 
 #include <bagua/plan.h>
 #include <bagua/recipe.h>
+#include <bagua/recipe_catalog.h>
 
 #include <algorithm>
 #include <fstream>
@@ -258,7 +259,8 @@ const CommandRegistration kPlan{
     "plan", runtime_description("plan"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<PlanFlags>();
-      sub.add_option("recipe", f->recipe, "Recipe file (YAML)")->required();
+      sub.add_option("recipe", f->recipe, "Recipe file (YAML), catalog name (bagua recipes list), or run directory")
+          ->required();
       sub.add_option("--set", f->overrides, "Override a recipe key: key.path=value (value parsed as YAML); repeatable")
           ->type_name("KEY=VALUE")->allow_extra_args(false);
       sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers per node (distributed.nproc_per_node)");
@@ -274,7 +276,8 @@ const CommandRegistration kPlan{
           "Exit status: 0 done, 2 invalid recipe, model or data, 1 internal failure.\n\n"
           "Examples:\n"
           "  bagua plan recipes/fashion-mnist-mlp.yaml\n"
-          "  bagua plan recipes/fashion-mnist-bytegrad.yaml --nproc-per-node 8 --nnodes 4\n"
+          "  bagua plan fashion-mnist-bytegrad --nproc-per-node 8 --nnodes 4   # a catalog name\n"
+          "  bagua plan runs/fashion-mnist-mlp   # what that run recorded\n"
           "  bagua plan recipe.yaml --json plan.json\n"
           "  bagua plan recipe.yaml --json - | jq '.algorithms[] | {name, steady_bytes_per_step}'\n");
       return [f]() -> int {
@@ -283,7 +286,7 @@ const CommandRegistration kPlan{
         if (f->nnodes) overrides.push_back("distributed.nnodes=" + std::to_string(*f->nnodes));
         Recipe recipe;
         try {
-          recipe = load_recipe(f->recipe, overrides);
+          recipe = load_recipe(resolve_recipe_argument(f->recipe), overrides);
         } catch (const RecipeError& e) {
           return report_invalid_recipe(e, f->recipe);
         }

@@ -95,7 +95,7 @@ int show_recipe(const std::string& name, const std::vector<std::string>& overrid
   }
   std::cout << "# " << path << (r.description.empty() ? "" : ": " + r.description) << "\n";
   for (size_t i = 0; i < r.origin.files.size(); ++i)
-    std::cout << "# " << (i == 0 ? "recipe " : "base   ") << r.origin.files[i].path << "  sha256 "
+    std::cout << "# " << (i == 0 ? "recipe " : "base   ") << r.origin.files[i].path << "  file sha256 "
               << r.origin.files[i].sha256 << "\n";
   std::vector<std::pair<std::string, std::string>> items;
   leaves(r.resolved, "", items);
@@ -145,7 +145,7 @@ int pin_recipe(const std::string& name, bool check_only) {
   } catch (const RecipeError& e) {
     return report_invalid_recipe(e, path);
   }
-  if (pin.pinned.empty()) {
+  if (pin.bases.empty()) {
     std::cout << path << ": no extends to pin\n";
     return kExitOk;
   }
@@ -154,11 +154,18 @@ int pin_recipe(const std::string& name, bool check_only) {
   old << in.rdbuf();
   const bool changed = old.str() != pin.text;
   if (check_only) {
+    for (const auto& b : pin.bases) {  // each base that fails the check, by name
+      if (b.stale())
+        std::cout << "stale pin: " << b.base << ": pinned file sha256 " << b.pinned << ", its file sha256 now "
+                  << b.current << "\n";
+      else if (b.pinned.empty())
+        std::cout << "not pinned: " << b.base << " (file sha256 " << b.current << ")\n";
+    }
     std::cout << path << (changed ? ": bases not pinned to their current content\n" : ": every base pinned and current\n");
     return changed ? 1 : kExitOk;
   }
   if (changed) write_file_atomically(path, pin.text);
-  for (const auto& p : pin.pinned) std::cout << "pinned " << p << "\n";
+  for (const auto& b : pin.bases) std::cout << "pinned " << b.base << " (file sha256 " << b.current << ")\n";
   std::cout << path << (changed ? ": updated\n" : ": already pinned\n");
   return kExitOk;
 }
@@ -178,9 +185,10 @@ const CommandRegistration kRecipes{
       copy->add_option("recipe", name, "Catalog name or recipe file")->required();
       copy->add_option("dest", dest, "File (or directory) to write")->required();
       copy->add_flag("--force", flag_a, "Replace DEST when it exists");
-      CLI::App* pin = sub.add_subcommand("pin", "Write each extends base's current SHA-256 into the recipe");
+      CLI::App* pin = sub.add_subcommand("pin", "Write each extends base's current file SHA-256 into the recipe");
       pin->add_option("recipe", name, "Recipe file (or catalog name)")->required();
-      pin->add_flag("--check", flag_b, "Change nothing; exit 1 when a base is unpinned or its pin is stale");
+      pin->add_flag("--check", flag_b,
+                    "Change nothing; name each base that is unpinned or whose pin is stale, and exit 1 if any");
       sub.footer(
           "The catalog is every *.yaml in each directory of BAGUA_RECIPE_PATH (colon-separated),\n"
           "then the recipes shipped with bagua; a name found in an earlier directory wins.\n"

@@ -11,12 +11,9 @@
 #include <bagua/run_agent.h>
 #include <bagua/trainer.h>
 
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 
 #include <iostream>
 #include <memory>
@@ -48,7 +45,8 @@ int run_as_worker(const Recipe& recipe) {
 }
 
 // This node's agent (bagua/run_agent.h): its workers are this program
-// again, as `bagua run RECIPE` with the same overrides.
+// again, as `bagua run RECIPE` with the same overrides (a worker resolves
+// RECIPE itself, as this process did).
 int run_as_agent(const Recipe& recipe, const RunFlags& flags, const std::vector<std::string>& overrides) {
   RunAgentOptions options;
   options.worker_command = {self_exe(), "run", flags.recipe};
@@ -163,18 +161,12 @@ const CommandRegistration kRun{
         if (f->master_addr) flag("master_addr", "'" + *f->master_addr + "'");
         if (f->master_port) flag("master_port", std::to_string(*f->master_port));
         // A run directory (bagua run runs/NAME) runs what it recorded, into itself.
-        const std::string recipe_file = locate_recipe_argument(f->recipe);
-        if (is_run_directory(f->recipe)) {
-          std::error_code ec;
-          overrides.insert(overrides.begin(),
-                           "output.dir=" + nlohmann::json(std::filesystem::absolute(f->recipe, ec).lexically_normal()
-                                                              .string()).dump());
-        }
+        const RecipeArgument argument = resolve_recipe_argument(f->recipe);
         Recipe recipe;
         try {
           RecipeLoadOptions lo;
           lo.check_files = started != StartedAs::kTorchrunWorker;  // the launcher checked them
-          recipe = load_recipe(recipe_file, overrides, lo);
+          recipe = load_recipe(argument, overrides, lo);
         } catch (const RecipeError& e) {
           return report_invalid_recipe(e, f->recipe);
         }

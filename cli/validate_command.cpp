@@ -55,7 +55,7 @@ const CommandRegistration kValidate{
           "  NPROC=4 bagua validate recipe.yaml   # with distributed.nproc_per_node: ${NPROC:-2}\n");
       return [recipe, overrides, print]() -> int {
         try {
-          Recipe r = load_recipe(locate_recipe_argument(*recipe), *overrides);
+          Recipe r = load_recipe(resolve_recipe_argument(*recipe), *overrides);
           for (const auto& note : r.notes) std::cerr << note.to_string() << " (note)\n";
           if (*print) {
             std::cout << resolved_recipe_yaml(r);

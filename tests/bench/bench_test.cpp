@@ -152,6 +152,30 @@ TEST_F(Bench, ARecipeBringsItsModelDataAndBatchSize) {
   EXPECT_GT(entry(report, "gradient_allreduce")["samples_per_s"].get<double>(), 0);
 }
 
+// A catalog name and a run directory bench as a recipe file does, resolved
+// as bagua run resolves them: a run directory brings what its run recorded.
+TEST_F(Bench, TakesACatalogNameAndARunDirectory) {
+  const fs::path named = dir_ / "named.json", recorded = dir_ / "recorded.json";
+  const std::string few = " --algorithm gradient_allreduce --steps 2 --rounds 1 --warmup 1 --json ";
+  RunOutcome r = bagua_bench("fashion-thumbnails-csv" + few + named.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = read_json(named);
+  EXPECT_NE(report["model"].get<std::string>().find("mlp49.pt"), std::string::npos) << report["model"];
+  EXPECT_EQ(report["batch_size"], 32);
+  EXPECT_GT(entry(report, "gradient_allreduce")["samples_per_s"].get<double>(), 0);
+
+  const fs::path run_dir = dir_ / "run";
+  RunOutcome run = bagua_run("fashion-thumbnails-csv --nproc-per-node 1 --set train.max_steps=1 "
+                             "--set data.batch_size=8 --set output.dir=" + run_dir.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  RunOutcome b = bagua_bench(run_dir.string() + " --nproc-per-node 2" + few + recorded.string());
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  report = read_json(recorded);
+  EXPECT_EQ(report["batch_size"], 8) << "the batch size the run recorded";
+  EXPECT_EQ(report["world_size"], 2);
+  EXPECT_GT(entry(report, "gradient_allreduce")["samples_per_s"].get<double>(), 0);
+}
+
 // bucket_size: auto is measured as bagua run trains it: tuned during the
 // warm-up (however short --warmup is), its choice reported; an algorithm
 // that keeps state per bucket, which cannot tune, is measured untuned.

@@ -4,6 +4,7 @@
 // is tested in tests/recipe/sharing_test.cpp; run directories in
 // tests/train/provenance_test.cpp.
 #include <bagua/exit_codes.h>
+#include <bagua/sha256.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -114,7 +115,7 @@ TEST_F(SharingCli, ShowGivesEachKeyTheFileAndLineThatSetIt) {
   EXPECT_EQ(from["optimizers[0].lr"], base + ":7:21") << show.out;
   EXPECT_EQ(from["train.epochs"], "--set train.epochs=7") << show.out;
   EXPECT_EQ(from["data.batch_size"], "(default)") << show.out;
-  EXPECT_TRUE(has(show.out, "# base   " + base + "  sha256 ")) << show.out;
+  EXPECT_TRUE(has(show.out, "# base   " + base + "  file sha256 ")) << show.out;
   Said missing = bagua("recipes show no-such-recipe");
   EXPECT_EQ(missing.exit_code, bagua::kExitInvalidInput);
   EXPECT_TRUE(has(missing.all, "no catalog recipe of that name")) << missing.all;
@@ -158,6 +159,70 @@ TEST_F(SharingCli, PinThenAnEditedBaseIsRefusedAndCheckSaysSo) {
   EXPECT_EQ(bagua("recipes pin exp.yaml --check").exit_code, 1);
   EXPECT_EQ(bagua("recipes pin exp.yaml").exit_code, 0);
   EXPECT_EQ(bagua("validate exp.yaml").exit_code, 0);
+}
+
+// A file's SHA-256 (the library's, which tests/recipe checks equals sha256sum's).
+std::string sha256sum(const fs::path& p) { return bagua::sha256_file(p.string()); }
+
+// A pin check in CI fails naming each base it fails for, and why.
+TEST_F(SharingCli, PinCheckNamesEachStaleOrUnpinnedBase) {
+  write("other.yaml", "train: {seed: 3}\n");
+  write("exp.yaml", "extends:\n  - {recipe: team-base}\n  - other.yaml\ntrain: {epochs: 4}\n");
+  const fs::path base = dir_ / "catalog/team-base.yaml";
+  const std::string pinned = sha256sum(base);
+  Said pin = bagua("recipes pin exp.yaml");
+  ASSERT_EQ(pin.exit_code, 0) << pin.all;
+  EXPECT_TRUE(has(pin.out, "pinned " + base.string() + " (file sha256 " + pinned + ")\n")) << pin.out;
+  std::ofstream(base, std::ios::app) << "# edited upstream\n";
+  const std::string now = sha256sum(base);
+  Said check = bagua("recipes pin exp.yaml --check");
+  EXPECT_EQ(check.exit_code, 1) << check.all;
+  EXPECT_TRUE(has(check.out, "stale pin: " + base.string() + ": pinned file sha256 " + pinned +
+                                 ", its file sha256 now " + now + "\n")) << check.out;
+  EXPECT_FALSE(has(check.out, "other.yaml")) << "pinned and current: " << check.out;
+  write("loose.yaml", "extends: [other.yaml]\n");
+  Said loose = bagua("recipes pin loose.yaml --check");
+  EXPECT_EQ(loose.exit_code, 1) << loose.all;
+  EXPECT_TRUE(has(loose.out, "not pinned: other.yaml (file sha256 " + sha256sum(dir_ / "other.yaml") + ")\n"))
+      << loose.out;
+}
+
+// A stale pin is when a reviewer needs diff most: it compares the base as it
+// is now and warns, naming the base with its pinned and current file sha256;
+// running (validate, run) still refuses it.
+TEST_F(SharingCli, DiffWithAStalePinShowsTheDifferencesAndWarns) {
+  write("exp.yaml", "extends:\n  - {recipe: team-base}\ntrain: {epochs: 4}\n");
+  ASSERT_EQ(bagua("recipes pin exp.yaml").exit_code, 0);
+  const fs::path base = dir_ / "catalog/team-base.yaml";
+  const std::string pinned = sha256sum(base);
+  std::stringstream text;
+  text << std::ifstream(base).rdbuf();
+  std::string edited = text.str();
+  edited.replace(edited.find("lr: 0.1"), 7, "lr: 0.3");
+  std::ofstream(base) << edited;
+  const std::string now = sha256sum(base);
+  Said d = bagua("diff team-base exp.yaml");
+  EXPECT_EQ(d.exit_code, 1) << d.all;
+  EXPECT_TRUE(has(d.out, "~ train.epochs: 2 -> 4\n")) << d.all;
+  EXPECT_FALSE(has(d.out, "optimizers[0].lr")) << "both sides read the base as it is now: " << d.out;
+  EXPECT_TRUE(has(d.all, "warning: B (exp.yaml): pinned base " + base.string() +
+                             " has changed since it was pinned (exp.yaml:2:")) << d.all;
+  EXPECT_TRUE(has(d.all, "pinned file sha256 " + pinned + ", current file sha256 " + now)) << d.all;
+  Said j = bagua("diff team-base exp.yaml --json");
+  EXPECT_EQ(j.exit_code, 1) << j.all;
+  const auto parsed = nlohmann::json::parse(j.out);
+  ASSERT_EQ(parsed["b"]["stale_pins"].size(), 1u) << j.out;
+  EXPECT_EQ(parsed["b"]["stale_pins"][0]["base"], base.string());
+  EXPECT_EQ(parsed["b"]["stale_pins"][0]["pinned_file_sha256"], pinned);
+  EXPECT_EQ(parsed["b"]["stale_pins"][0]["current_file_sha256"], now);
+  EXPECT_TRUE(parsed["a"]["stale_pins"].empty());
+  // Each digest says what it is the hash of.
+  EXPECT_EQ(parsed["b"]["file_sha256"], sha256sum(dir_ / "exp.yaml"));
+  EXPECT_EQ(parsed["b"]["canonical_recipe_sha256"].get<std::string>().size(), 64u);
+  EXPECT_FALSE(parsed["b"].contains("sha256")) << j.out;
+  Said refused = bagua("validate exp.yaml");
+  EXPECT_EQ(refused.exit_code, bagua::kExitInvalidInput) << refused.all;
+  EXPECT_TRUE(has(refused.all, "its file SHA-256 is " + now + ", pinned " + pinned)) << refused.all;
 }
 
 // One pair per kind of change: the key named, both values, both origins.

@@ -145,6 +145,32 @@ TEST_F(PlanTest, AnInvalidRecipeExits2WithItsDiagnostics) {
   EXPECT_NE(g.err.find("nothing.*"), std::string::npos) << g.err;
 }
 
+// A catalog name and a run directory plan as a recipe file does, resolved as
+// bagua run resolves them: a run directory plans what its run recorded.
+TEST_F(PlanTest, TakesACatalogNameAndARunDirectory) {
+  CliResult by_name = run_bagua(dir_, "plan fashion-thumbnails-csv --no-data --json -");
+  ASSERT_EQ(by_name.exit_code, 0) << by_name.err;
+  CliResult by_file = run_bagua(dir_, "plan " + kSourceDir + "/recipes/fashion-thumbnails-csv.yaml --no-data --json -");
+  ASSERT_EQ(by_file.exit_code, 0) << by_file.err;
+  const json named = json::parse(by_name.out), filed = json::parse(by_file.out);
+  EXPECT_EQ(named["recipe"]["name"], "fashion-thumbnails-csv");
+  EXPECT_EQ(named["recipe"]["source"], filed["recipe"]["source"]);
+  EXPECT_EQ(named["parameters"], filed["parameters"]);
+  EXPECT_EQ(named["algorithm"], filed["algorithm"]);
+
+  const std::string recipe = write_recipe("recorded", "name: gradient_allreduce");
+  CliResult run = run_bagua(dir_, "run " + recipe + " --nproc-per-node 1 --set train.max_steps=2 --set data.batch_size=8");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  CliResult by_dir = run_bagua(dir_, "plan " + (dir_ / "recorded").string() + " --nproc-per-node 4 --json -");
+  ASSERT_EQ(by_dir.exit_code, 0) << by_dir.err;
+  const json recorded = json::parse(by_dir.out);
+  EXPECT_EQ(recorded["recipe"]["name"], "recorded");
+  EXPECT_EQ(recorded["recipe"]["source"], (dir_ / "recorded/recipe.resolved.yaml").string());
+  EXPECT_EQ(recorded["world"]["world_size"], 4);
+  EXPECT_EQ(recorded["steps"]["batch_size"], 8) << "the batch size the run recorded";
+  EXPECT_EQ(recorded["steps"]["max_steps"], 2);
+}
+
 // The buckets are the library's make_buckets() over the registration order
 // (last layer first), with each algorithm's padding. With a 4 KiB bucket the
 // MLP's tensors split as [layers.2.bias, layers.2.weight, layers.0.bias]

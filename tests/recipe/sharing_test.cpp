@@ -178,7 +178,9 @@ TEST_F(Sharing, PinWritesCurrentDigestsAndKeepsEverythingElse) {
       "train: {epochs: 9}  # mine\n";
   fs::path child = write("child.yaml", text);
   PinResult pin = pin_recipe_bases(child.string());
-  ASSERT_EQ(pin.pinned.size(), 2u);
+  ASSERT_EQ(pin.bases.size(), 2u);
+  EXPECT_EQ(pin.bases[1].current, sha256sum_of(other));
+  EXPECT_EQ(pin.bases[1].pinned, "") << "not pinned before";
   EXPECT_NE(pin.text.find("  - {path: team/base.yaml, sha256: " + sha256sum_of(base) + "}   # the team's\n"),
             std::string::npos) << pin.text;
   EXPECT_NE(pin.text.find("  - {path: team/other.yaml, sha256: " + sha256sum_of(other) + "}\n"), std::string::npos)
@@ -194,6 +196,10 @@ TEST_F(Sharing, PinWritesCurrentDigestsAndKeepsEverythingElse) {
   EXPECT_THROW(load_recipe(child.string()), RecipeError);
   PinResult again = pin_recipe_bases(child.string());
   EXPECT_NE(again.text.find(sha256sum_of(other)), std::string::npos);
+  ASSERT_EQ(again.bases.size(), 2u);
+  EXPECT_FALSE(again.bases[0].stale());
+  EXPECT_TRUE(again.bases[1].stale()) << "pinned " << again.bases[1].pinned << ", now " << again.bases[1].current;
+  EXPECT_EQ(again.bases[1].pinned, pin.bases[1].current);
   std::ofstream(child) << again.text;
   EXPECT_EQ(load_recipe(child.string()).train.seed, 4u);
   // A single string and a block mapping are pinned too.

@@ -98,5 +98,80 @@ TEST_F(RunTest, ProvenanceIsRecordedAndAResumeRefusesAChangedModelOrRecipe) {
   EXPECT_EQ(bagua_command("diff", out.string() + " " + out.string(), env).exit_code, 0);
 }
 
+// Two runs of one recipe whose model file changed between them: the recipes
+// are the same, the bytes the runs trained are not, and diff says which.
+TEST_F(RunTest, DiffOfTwoRunsNamesTheInputFileWhoseBytesDiffer) {
+  const std::string recipe = write_recipe("inputs");
+  const fs::path model = dir_ / "model.pt";
+  fs::copy_file(kSource + "/tests/fixtures/models/mlp_small.pt", model);
+  const std::string env = "BAGUA_HASH_CACHE=" + (dir_ / "hashes.json").string();
+  const std::string args = " --nproc-per-node 1 --set train.max_steps=2 --set model.torchscript=" + model.string();
+  RunOutcome a = bagua_run(recipe + args + " --set output.dir=" + (dir_ / "a").string(), env);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  std::ofstream(model, std::ios::app | std::ios::binary) << std::string(16, '\0');  // same layers, other bytes
+  RunOutcome b = bagua_run(recipe + args + " --set output.dir=" + (dir_ / "b").string(), env);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::string sha_a = read_json(dir_ / "a/provenance.json")["model"]["sha256"];
+  const std::string sha_b = read_json(dir_ / "b/provenance.json")["model"]["sha256"];
+  ASSERT_EQ(sha_b, sha256sum(model));
+  ASSERT_NE(sha_a, sha_b);
+
+  const std::string both = (dir_ / "a").string() + " " + (dir_ / "b").string() + " --ignore output";
+  RunOutcome diff = bagua_command("diff", both, env);
+  EXPECT_EQ(diff.exit_code, 1) << diff.output;
+  EXPECT_TRUE(contains(diff.output, "~ model.torchscript: file sha256 " + sha_a + " -> " + sha_b + "\n    A: " +
+                                        model.string() + " (as " + (dir_ / "a/provenance.json").string() +
+                                        " records it)\n")) << diff.output;
+  EXPECT_TRUE(contains(diff.output, "\n1 input file differs between A")) << diff.output;
+  EXPECT_FALSE(contains(diff.output, "data.train")) << "the data is the same: " << diff.output;
+  RunOutcome json = bagua_command("diff", both + " --json", env);
+  EXPECT_EQ(json.exit_code, 1) << json.output;
+  const nlohmann::json j = nlohmann::json::parse(json.output);
+  EXPECT_FALSE(j["equal"].get<bool>());
+  EXPECT_TRUE(j["inputs_compared"].get<bool>());
+  EXPECT_TRUE(j["differences"].empty()) << json.output;
+  ASSERT_EQ(j["input_differences"].size(), 1u) << json.output;
+  EXPECT_EQ(j["input_differences"][0]["key"], "model.torchscript");
+  EXPECT_EQ(j["input_differences"][0]["a"]["file_sha256"], sha_a);
+  EXPECT_EQ(j["input_differences"][0]["b"]["file_sha256"], sha_b);
+  // --ignore covers inputs as it covers keys.
+  EXPECT_EQ(bagua_command("diff", both + " --ignore model", env).exit_code, 0);
+}
+
+// bagua run RUN_DIR --set k=v records its own --set (so diff names it, not
+// the earlier run's), and output.dir stays as written: relative here, and
+// the directory's new name when it was moved.
+TEST_F(RunTest, ARerunRecordsItsOwnSetAndKeepsOutputDirAsWritten) {
+  const std::string recipe = write_recipe("rel");
+  const std::string here = "cd " + dir_.string() + " && BAGUA_HASH_CACHE=" + (dir_ / "hashes.json").string();
+  for (const char* out : {"runs/a", "runs/b"}) {
+    RunOutcome r = bagua_run(recipe + " --nproc-per-node 1 --set train.max_steps=2 --set output.dir=" + out, here);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  RunOutcome again = bagua_run("runs/b --set train.max_steps=3", here);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_TRUE(contains(read_file(dir_ / "runs/b/recipe.resolved.yaml"), "dir: runs/b\n"))
+      << read_file(dir_ / "runs/b/recipe.resolved.yaml");
+  const nlohmann::json p = read_json(dir_ / "runs/b/provenance.json");
+  EXPECT_EQ(p["recipe"]["resolved"]["output"]["dir"], "runs/b");
+  EXPECT_EQ(p["recipe"]["overrides"].back(), "train.max_steps=3") << p["recipe"]["overrides"].dump();
+  EXPECT_EQ(p["recipe"]["origins"]["train.max_steps"], "--set train.max_steps=3");
+  EXPECT_EQ(p["recipe"]["files"][0]["path"], recipe) << "the recipe files that made the run are kept";
+
+  RunOutcome diff = bagua_command("diff", "runs/a runs/b", here);
+  EXPECT_EQ(diff.exit_code, 1) << diff.output;
+  EXPECT_TRUE(contains(diff.output, "~ train.max_steps: 2 -> 3\n    A: --set train.max_steps=2\n"
+                                    "    B: --set train.max_steps=3\n")) << diff.output;
+  EXPECT_TRUE(contains(diff.output, "~ output.dir: \"runs/a\" -> \"runs/b\"\n")) << diff.output;
+  EXPECT_TRUE(contains(diff.output, "\n2 keys differ between A")) << diff.output;
+
+  // A moved run directory re-runs where it now is, named as the command wrote it.
+  fs::rename(dir_ / "runs/a", dir_ / "moved");
+  RunOutcome moved = bagua_run("moved --set train.max_steps=3", here);
+  ASSERT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_EQ(read_json(dir_ / "moved/provenance.json")["recipe"]["resolved"]["output"]["dir"], "moved");
+  EXPECT_FALSE(fs::exists(dir_ / "runs/a"));
+}
+
 }  // namespace
 }  // namespace bagua::testing

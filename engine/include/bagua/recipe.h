@@ -39,6 +39,9 @@ struct RecipeLoadOptions {
   // Check that files named by the recipe (model, data) exist. A worker
   // re-reading a recipe its launcher already validated may skip this.
   bool check_files = true;
+  // A pinned base that changed is recorded in Recipe::origin.stale_pins
+  // instead of refused: for comparing (bagua diff), never for running.
+  bool allow_stale_pins = false;
 };
 
 // Loads, checks and types the recipe at `path`; `overrides` are

@@ -48,15 +48,42 @@ std::string locate_recipe_argument(const std::string& argument);
 // True when `path` is a run directory (holds recipe.resolved.yaml).
 bool is_run_directory(const std::string& path);
 
+// A recipe argument resolved, as every command that takes a recipe
+// (validate, run, plan, bench) takes it: the file to load, and the
+// overrides that go before the user's --set. A run directory whose recorded
+// output.dir names it (from this working directory) needs none, so a re-run
+// keeps output.dir as written, relative or not; one that was moved, or is
+// named from elsewhere, gets output.dir=<the argument as written>, so its
+// run still writes into it.
+struct RecipeArgument {
+  std::string argument;                // as written
+  std::string file;                    // locate_recipe_argument(argument)
+  bool run_directory = false;
+  std::vector<std::string> overrides;  // before the user's
+};
+RecipeArgument resolve_recipe_argument(const std::string& argument);
+
+// load_recipe() of a resolved argument: its overrides, then `overrides`.
+Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string>& overrides = {},
+                   const RecipeLoadOptions& options = {});
+
 // ---- pinning --------------------------------------------------------------
 
+// One `extends` entry of a recipe, as pinning finds it.
+struct PinnedBase {
+  std::string base;     // the base file
+  std::string current;  // the file SHA-256 of its bytes now (what a pin writes)
+  std::string pinned;   // the file SHA-256 the entry pinned before; "" when not pinned
+  bool stale() const { return !pinned.empty() && pinned != current; }
+};
+
 struct PinResult {
-  std::string text;                 // the recipe file's new text
-  std::vector<std::string> pinned;  // "BASE sha256" for each entry written
+  std::string text;                // the recipe file's new text
+  std::vector<PinnedBase> bases;  // each entry, in order
 };
 
 // The text of recipe `path` with every `extends` entry rewritten as
-// {path|recipe: ..., sha256: <current SHA-256 of the base>}; comments,
+// {path|recipe: ..., sha256: <current file SHA-256 of the base>}; comments,
 // order and every other line are kept. Throws RecipeError when the recipe
 // or a base cannot be read.
 PinResult pin_recipe_bases(const std::string& path);

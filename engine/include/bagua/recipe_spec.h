@@ -248,6 +248,15 @@ struct RecipeOrigin {
     std::string sha256;  // of the file's bytes
   };
   std::vector<File> files;             // the recipe, then its bases, in reading order
+  // A base whose bytes no longer match the sha256 its extends entry pins:
+  // refused, unless loaded with RecipeLoadOptions::allow_stale_pins.
+  struct StalePin {
+    std::string base;      // the base file, as named
+    std::string pinned;    // the file SHA-256 the entry pins
+    std::string current;   // the file SHA-256 of its bytes now
+    SourceLocation where;  // the entry's sha256 value
+  };
+  std::vector<StalePin> stale_pins;
   std::vector<std::string> overrides;  // the --set list, in order
   std::vector<std::string> env_names;  // variables ${...} referenced, sorted (values never kept)
   // Where each written value was set, by key path ("data.batch_size",

@@ -6,7 +6,8 @@
 // format, type or name replaces the whole mapping); lists and scalars replace. A file that extends
 // itself, directly or through others, is a cycle and an error. An entry
 // {path|recipe, sha256} pins its base: a base whose bytes hash otherwise is
-// an error at the sha256, naming the base.
+// an error at the sha256, naming the base (or, for a caller that compares
+// rather than runs, a StalePin record).
 #include "stages.h"
 
 #include <bagua/recipe_catalog.h>
@@ -64,6 +65,7 @@ bool is_sha256(const std::string& s) {
 struct ExtendsLoader {
   Diagnostics& diags;
   std::vector<RecipeOrigin::File>* files;
+  std::vector<RecipeOrigin::StalePin>* stale;  // null: a stale pin is an error
   std::vector<std::string> stack;    // canonical paths being loaded
   std::vector<std::string> display;  // the same, as named
 
@@ -173,10 +175,16 @@ struct ExtendsLoader {
         SourceTree base = load(base_display);
         if (!ref.pinned.empty() && files && first_file < files->size() &&
             (*files)[first_file].sha256 != ref.pinned) {
-          diags.add(tree.locate(ref.pinned_at), ref.pinned_at,
-                    "pinned base " + base_display + " has changed: its SHA-256 is " + (*files)[first_file].sha256 +
-                    ", pinned " + ref.pinned + " (review what changed in it; `bagua recipes pin " + path +
-                    "` then pins the new content)");
+          const std::string& current = (*files)[first_file].sha256;
+          const SourcePos at = tree.locate(ref.pinned_at);
+          if (stale) {
+            stale->push_back({base_display, ref.pinned, current, {at.file, at.line, at.column}});
+          } else {
+            diags.add(at, ref.pinned_at,
+                      "pinned base " + base_display + " has changed: its file SHA-256 is " + current +
+                      ", pinned " + ref.pinned + " (review what changed in it, e.g. `bagua diff`; `bagua recipes pin " +
+                      path + "` then pins the new content)");
+          }
         }
         if (base.doc.is_object()) {  // a run's name and description are never inherited
           for (const char* own : {"name", "description"}) {
@@ -211,9 +219,9 @@ void merge_trees(SourceTree& base, const SourceTree& over) {
 }
 
 SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags,
-                             std::vector<RecipeOrigin::File>* files) {
+                             std::vector<RecipeOrigin::File>* files, std::vector<RecipeOrigin::StalePin>* stale) {
   std::vector<RecipeOrigin::File> own;  // pins are checked against it
-  ExtendsLoader loader{diags, files ? files : &own, {}, {}};
+  ExtendsLoader loader{diags, files ? files : &own, stale, {}, {}};
   return loader.load(display_path);
 }
 

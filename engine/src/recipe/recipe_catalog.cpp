@@ -157,6 +157,34 @@ std::string locate_recipe_argument(const std::string& argument) {
   return argument;  // load_recipe reports the missing file in its own words
 }
 
+RecipeArgument resolve_recipe_argument(const std::string& argument) {
+  RecipeArgument a;
+  a.argument = argument;
+  a.file = locate_recipe_argument(argument);
+  a.run_directory = is_run_directory(argument);
+  if (!a.run_directory) return a;
+  // Where the run recorded its output: is it this directory, seen from here?
+  recipe::Diagnostics diags;
+  recipe::SourceTree tree = recipe::read_yaml_file(a.file, diags);
+  const json* output = tree.doc.is_object() ? KeyPath::parse("output.dir").find(tree.doc) : nullptr;
+  std::string as_written = fs::path(argument).lexically_normal().string();
+  while (as_written.size() > 1 && as_written.back() == '/') as_written.pop_back();
+  std::error_code ec;
+  const fs::path here = fs::weakly_canonical(as_written, ec);
+  if (output && output->is_string() && !output->get<std::string>().empty() &&
+      fs::weakly_canonical(output->get<std::string>(), ec) == here)
+    return a;
+  a.overrides.push_back("output.dir=" + recipe::json_quote(as_written));
+  return a;
+}
+
+Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string>& overrides,
+                   const RecipeLoadOptions& options) {
+  std::vector<std::string> all = argument.overrides;
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return load_recipe(argument.file, all, options);
+}
+
 // ---- pinning ----------------------------------------------------------------
 
 namespace {
@@ -255,7 +283,8 @@ PinResult pin_recipe_bases(const std::string& path) {
     std::string file = base_file(entry, at);
     if (file.empty()) return;
     std::string sha = sha256_file(file);
-    result.pinned.push_back(file + " " + sha);
+    const bool was_pinned = entry.is_object() && entry.contains("sha256") && entry["sha256"].is_string();
+    result.bases.push_back({file, sha, was_pinned ? entry["sha256"].get<std::string>() : std::string()});
     recipe::SourcePos pos = tree.locate(at);
     if (pos.line <= 0 || pos.line > static_cast<int>(lines.size())) return;
     const std::string& line = lines[pos.line - 1];
@@ -337,7 +366,7 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
   const std::string name = fs::path(dest).stem().string();
   if (!tree.doc.contains("output") || !tree.doc["output"].is_object()) tree.doc["output"] = json::object();
   tree.doc["output"]["dir"] = "runs/" + name;
-  std::string header = "# Standalone copy of " + path + " (sha256 " + (files.empty() ? "?" : files[0].sha256) +
+  std::string header = "# Standalone copy of " + path + " (file sha256 " + (files.empty() ? "?" : files[0].sha256) +
                        ") made by `bagua recipes copy`:\n# its extends are merged in and relative paths rebased.\n";
   return header + recipe::to_yaml(tree.doc);
 }

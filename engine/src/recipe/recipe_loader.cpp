@@ -89,7 +89,8 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   Diagnostics diags;
   RecipeOrigin origin;
   origin.overrides = overrides;
-  SourceTree tree = load_with_extends(path, diags, &origin.files);
+  SourceTree tree =
+      load_with_extends(path, diags, &origin.files, options.allow_stale_pins ? &origin.stale_pins : nullptr);
   if (!tree.doc.is_object()) fail(diags, path);
   check_schema_version(tree, diags);
 

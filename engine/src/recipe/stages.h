@@ -33,9 +33,12 @@ json resolve_plain_scalar(const std::string& text);
 // inherited. An entry may be a path, or a mapping {path: P} or
 // {recipe: NAME} (found in the catalog) with an optional sha256 that pins
 // the base's bytes. `files`, when given, receives every file read with its
-// SHA-256, the recipe first, then its bases depth-first.
+// SHA-256, the recipe first, then its bases depth-first. A base whose bytes
+// no longer match its pin is an error, or, when `stale` is given, recorded
+// there instead.
 SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags,
-                             std::vector<RecipeOrigin::File>* files = nullptr);
+                             std::vector<RecipeOrigin::File>* files = nullptr,
+                             std::vector<RecipeOrigin::StalePin>* stale = nullptr);
 // Deep-merges `over` onto `base` at the root.
 void merge_trees(SourceTree& base, const SourceTree& over);
 

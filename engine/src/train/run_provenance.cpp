@@ -2,10 +2,12 @@
 
 #include <bagua/errors.h>
 #include <bagua/provenance.h>
+#include <bagua/recipe_key_path.h>
 #include <bagua/system.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -28,7 +30,9 @@ std::string utc_now() {
 
 // A run started from a run directory (bagua run runs/NAME) loads that
 // directory's recipe.resolved.yaml: the files, --set list and variables
-// that made the recipe are the earlier run's, so they are carried over.
+// that made the recipe are the earlier run's, so they are carried over,
+// and this run's own --set (bagua run runs/NAME --set k=v) is added to
+// them: appended to the list, and the origin of each key it set.
 void carry_over_origin(const Recipe& recipe, nlohmann::json& p) {
   fs::path source(recipe.source);
   if (source.filename() != "recipe.resolved.yaml") return;
@@ -37,10 +41,29 @@ void carry_over_origin(const Recipe& recipe, nlohmann::json& p) {
   nlohmann::json earlier = nlohmann::json::parse(in, nullptr, false);
   if (!earlier.is_object() || !earlier.contains("recipe") || !earlier["recipe"].is_object()) return;
   const nlohmann::json& r = earlier["recipe"];
+  nlohmann::json& now = p["recipe"];
+  const nlohmann::json own_overrides = now["overrides"], own_origins = now["origins"];
   for (const char* key : {"files", "overrides", "env_names", "origins"})
-    if (r.contains(key)) p["recipe"][key] = r[key];
-  if (r.contains("source")) p["recipe"]["source"] = r["source"];
-  p["recipe"]["rerun_from"] = source.parent_path().string();
+    if (r.contains(key)) now[key] = r[key];
+  if (r.contains("source")) now["source"] = r["source"];
+  if (!now["overrides"].is_array()) now["overrides"] = nlohmann::json::array();
+  nlohmann::json& list = now["overrides"];
+  for (const auto& o : own_overrides) {  // a --set given again moves to the end
+    list.erase(std::remove(list.begin(), list.end(), o), list.end());
+    list.push_back(o);
+  }
+  if (!now["origins"].is_object()) now["origins"] = nlohmann::json::object();
+  nlohmann::json& origins = now["origins"];
+  for (const auto& o : own_overrides) {  // what a --set replaced was set by it, not where it was before
+    const std::string text = o.is_string() ? o.get<std::string>() : std::string();
+    std::string error;
+    const std::optional<KeyPath> key = KeyPath::parse(text.substr(0, text.find('=')), error);
+    for (auto it = origins.begin(); key && it != origins.end();)
+      it = KeyPath::is_same_or_under(it.key(), key->to_string()) ? origins.erase(it) : std::next(it);
+  }
+  for (auto it = own_origins.begin(); it != own_origins.end(); ++it)
+    if (it->is_string() && it->get<std::string>().rfind("--set ", 0) == 0) origins[it.key()] = *it;
+  now["rerun_from"] = source.parent_path().string();
 }
 
 }  // namespace
