@@ -6,7 +6,7 @@
 // Contract:
 //   - checkpoint_meta_from_json() accepts every meta.json bagua has written: keys added
 //     later (epoch_start, files, data, progress, provenance,
-//     tuned_bucket_bytes) are optional and read as absent when missing.
+//     tuned_bucket_bytes, finished) are optional and read as absent when missing.
 //     What a resume cannot do without (the position, the world size, the
 //     optimizer count, a "files" list of the right shape) throws
 //     CheckpointMetaError saying which key is wrong; nothing else throws.
@@ -74,6 +74,9 @@ struct CheckpointMeta {
   std::optional<ScheduleUnits> schedule;
   nlohmann::json provenance;   // the run's provenance.json; null: not recorded
   int64_t tuned_bucket_bytes = 0;  // bucket_size: auto's choice; 0: none
+  // The run's final state: written when training ended (not by a stop),
+  // so a later run of the same recipe knows there is nothing left to do.
+  bool finished = false;
 
   const CheckpointFile* file(const std::string& name) const;
 };

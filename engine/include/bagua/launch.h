@@ -136,6 +136,9 @@ struct LaunchResult {
   std::optional<WorkerExit> first_failure; // the root cause: the first worker that failed on its own
   std::vector<WorkerExit> workers;         // one per local worker, by local rank
   std::vector<std::string> failure_tail;   // last output lines of the failed rank
+  // The failed rank's output alone went to the terminal as it came
+  // (echo_rank): summary() does not repeat its last lines.
+  bool failure_echoed = false;
   bool interrupted = false;                // the supervisor got SIGINT/SIGTERM/SIGUSR1
   int interrupt_signal = 0;                // which one, when interrupted
   // With watch_progress: the rank that stopped making progress, in words

@@ -19,10 +19,23 @@
 //     (model.torchscript, data.train.input_shape, model.loss). A
 //     TorchScript traceback is never in the message: with `trace_file`, it
 //     is written there and the message names the file.
+//   - check_output_dir(): what bagua run finds in output.dir before any
+//     worker starts. Throws a user Error when the directory holds the run
+//     of a recipe of another name (unless checkpoint.allow_recipe_change),
+//     and, with checkpoint.resume: auto, when the workers would refuse to
+//     resume its newest checkpoint (another model file, or a key that
+//     changes training, unless checkpoint.allow_model_change /
+//     allow_recipe_change), with the way out. Says in finished_at the step
+//     of a run there that already ended with this recipe's length, data
+//     and world: nothing is left to train. Reads only; writes nothing.
 #pragma once
 
 #include <bagua/recipe.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace bagua {
@@ -34,5 +47,12 @@ void check_supported(const Recipe& recipe);
 void check_data(const Recipe& recipe, SharedData* share = nullptr);
 
 void check_model(const Recipe& recipe, const std::string& trace_file = "");
+
+struct OutputDirCheck {
+  std::optional<int64_t> finished_at;  // the run there is complete at this step
+};
+
+// `provenance`: this run's recipe_provenance() (bagua/provenance.h).
+OutputDirCheck check_output_dir(const Recipe& recipe, const nlohmann::json& provenance);
 
 }  // namespace bagua

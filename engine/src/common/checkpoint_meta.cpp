@@ -74,6 +74,7 @@ json to_json(const CheckpointMeta& m) {
   }
   if (!m.provenance.is_null()) j["provenance"] = m.provenance;
   if (m.tuned_bucket_bytes > 0) j["tuned_bucket_bytes"] = m.tuned_bucket_bytes;
+  if (m.finished) j["finished"] = true;
   return j;
 }
 
@@ -109,6 +110,7 @@ CheckpointMeta checkpoint_meta_from_json(const json& j) {
   }
   if (j.contains("provenance")) m.provenance = j["provenance"];
   m.tuned_bucket_bytes = optional_integer(j, "tuned_bucket_bytes").value_or(0);
+  m.finished = j.contains("finished") && j["finished"].is_boolean() && j["finished"].get<bool>();
   return m;
 }
 

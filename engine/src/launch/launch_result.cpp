@@ -66,6 +66,8 @@ std::string LaunchResult::summary() const {
   if (first_failure) {
     if (failure_tail.empty()) {
       out << " It printed nothing.";
+    } else if (failure_echoed) {
+      out << " Its output is above.";
     } else {
       out << " Last lines of its output:";
       for (const auto& line : failure_tail) out << "\n  " << line;

@@ -476,7 +476,10 @@ class SupervisedRun {
       all_succeeded = all_succeeded && w.exit.succeeded();
     }
     r.ok = all_succeeded && !interrupted_ && stall_.empty() && remote_failure_.empty();
-    if (first_failure_) r.failure_tail = workers_[first_failure_->local_rank].output->tail();
+    if (first_failure_) {
+      r.failure_tail = workers_[first_failure_->local_rank].output->tail();
+      r.failure_echoed = options_.echo_rank == first_failure_->rank;
+    }
     return r;
   }
 

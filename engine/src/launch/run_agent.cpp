@@ -265,7 +265,19 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // while its peers wait on it; hashed here first, a large data set costs
   // the workers nothing (the digests are cached), and no peer times out.
   // Any node of an elastic job may hold rank 0.
-  if (d.elastic() || d.node_rank == 0) recipe_provenance(recipe);
+  if (d.elastic() || d.node_rank == 0) {
+    // The output directory's run: another recipe's, or one the workers
+    // would refuse to resume, is refused here, once; a finished one is left
+    // as it is (one node: a job of several would leave the others waiting).
+    const OutputDirCheck output = check_output_dir(recipe, recipe_provenance(recipe));
+    if (output.finished_at && d.nnodes == 1 && !d.elastic()) {
+      say("already complete at step " + std::to_string(*output.finished_at) +
+          ": nothing trained, nothing changed; the model is " + (fs::path(recipe.output.dir) / "model.pt").string());
+      say("to train further, raise train.epochs or train.max_steps; to start afresh, set checkpoint.resume: never "
+          "or another output.dir");
+      return kExitOk;
+    }
+  }
   if (auto busy = holds.lock.acquire(recipe.output.dir, node)) {
     say(*busy);
     return kExitInvalidInput;

@@ -231,6 +231,7 @@ void Worker::save(const train::Position& at) {
   meta.global_batch = sampler_->global_batch();
   meta.epoch_position = sampler_->position(at.epoch, at.batch_in_epoch);
   meta.schedule = schedule_;
+  meta.finished = finishing_ && !outcome_.stopped;
   average_->run([&] { train::save_checkpoint(options); });
   side_work_end();
 }
