@@ -74,6 +74,12 @@ def rows(path, schema, required=()):
         key = f"{path}.{name}" if path else name
         req = " (required)" if name in required else ""
         out.append(f"| `{key}`{req} | {accepts(prop)} | {fmt_default(default_of(prop))} | {description(prop)} |")
+        # A value that is a scalar or a mapping (normalize: false or {mean, std}): the mapping's keys below it.
+        branches = [resolve(b) for b in resolve(prop).get("anyOf", [])]
+        if any(b.get("type") not in ("null", "object") for b in branches):
+            for b in branches:
+                if "properties" in b:
+                    out += rows(key, b, b.get("required", []))
     return out
 
 

@@ -38,7 +38,7 @@ TEST(CsvDataset, HeaderQuotedNamesCrlfBlankLines) {
   auto d = load_dataset(s, TargetKind::kClassIndex);
   EXPECT_EQ(d->size(), 3);
   EXPECT_EQ(d->num_classes(), 3);
-  EXPECT_EQ(d->describe(), "csv points.csv: 3 samples, input [3] float32, target int64 (3 classes)");
+  EXPECT_EQ(d->describe(), "csv points.csv: 3 samples, input [3] float32 from columns 0-2 ('a'..'c'), target int64 (3 classes)");
   Batch b = d->get_batch({2, 0, 1});
   expect_tensor(b.input, floats({-7, 8, 9, 0.5, 1, -2, 1.25, 3, 0.4f}, {3, 3}));
   expect_tensor(b.target, longs({1, 2, 0}, {3}));

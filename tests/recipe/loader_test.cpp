@@ -40,6 +40,9 @@ TEST(RecipeDefaults, TypedDefaultsAreTheSchemaDefaults) {
   EXPECT_EQ(r.data.train.header, schema_default("/definitions/data_csv/properties/header"));
   EXPECT_EQ(std::string(1, r.data.train.delimiter), schema_default("/definitions/data_csv/properties/delimiter"));
   EXPECT_TRUE(r.data.train.input_columns.empty());
+  EXPECT_TRUE(r.data.train.exclude_columns.empty());
+  EXPECT_TRUE(r.data.train.mean_std.empty());
+  EXPECT_EQ(schema_default("/definitions/data_csv/properties/normalize"), false);
 
   const OptimizerSpec& o = r.optimizers.at(0);
   const std::string os = "/definitions/optimizer_sgd/properties/";
@@ -207,6 +210,73 @@ TEST(RecipeSizes, ParseUnitsOrFail) {
   EXPECT_FALSE(parse_byte_size("10 megs"));
   EXPECT_FALSE(parse_byte_size("MiB"));
   EXPECT_FALSE(parse_byte_size("99999999TiB"));
+}
+
+// input_columns / exclude_columns: names, indices and "FIRST-LAST" ranges
+// (one spec or a list); normalize {mean, std}: one number or a list.
+TEST(RecipeCsvColumns, RangesExclusionsAndMeanStdAreTyped) {
+  Recipe r = load_recipe(source_path("tests/fixtures/recipes/good/csv_columns.yaml"));
+  const DataSource& t = r.data.train;
+  ASSERT_EQ(t.input_columns.size(), 1u);
+  EXPECT_EQ(t.input_columns[0].index, 0);
+  EXPECT_EQ(t.input_columns[0].last, 3);
+  EXPECT_TRUE(t.input_columns[0].name.empty());
+  ASSERT_EQ(t.exclude_columns.size(), 1u);
+  EXPECT_EQ(t.exclude_columns[0].name, "f1");
+  EXPECT_EQ(t.exclude_columns[0].last, -1);
+  EXPECT_EQ(t.mean_std.mean, std::vector<double>{0.5});
+  EXPECT_EQ(t.mean_std.std, std::vector<double>{0.25});
+  ASSERT_TRUE(r.data.eval.has_value());
+  const DataSource& e = *r.data.eval;
+  ASSERT_EQ(e.input_columns.size(), 2u);
+  EXPECT_EQ(e.input_columns[0].name, "f3");
+  EXPECT_EQ(e.input_columns[1].index, 0);
+  EXPECT_EQ(e.input_columns[1].last, 1);
+  EXPECT_TRUE(e.exclude_columns.empty());
+  EXPECT_EQ(e.mean_std.std, (std::vector<double>{1, 2, 4}));
+  // idx: true, false, or {mean, std} after the / 255.
+  const std::string idx = "data.train={format: idx, images: " + source_path("tests/fixtures/recipes/data/tiny.csv") +
+                          ", labels: " + source_path("tests/fixtures/recipes/data/tiny.csv");
+  Recipe plain = load_recipe(source_path("tests/fixtures/recipes/good/minimal.yaml"), {idx + "}"});
+  EXPECT_TRUE(plain.data.train.normalize);
+  EXPECT_TRUE(plain.data.train.mean_std.empty());
+  Recipe standardized = load_recipe(source_path("tests/fixtures/recipes/good/minimal.yaml"),
+                                    {idx + ", normalize: {mean: 0.286, std: 0.353}}"});
+  EXPECT_TRUE(standardized.data.train.normalize);
+  EXPECT_EQ(standardized.data.train.mean_std.mean, std::vector<double>{0.286});
+}
+
+// A bad column spec is a recipe error at its own file:line:col and key path.
+TEST(RecipeCsvColumns, ABackwardRangeIsReportedAtItsPlace) {
+  const std::string path = source_path("tests/fixtures/recipes/bad/csv_range_backwards.yaml");
+  try {
+    load_recipe(path);
+    FAIL() << "accepted";
+  } catch (const RecipeError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
+    const Diagnostic& d = e.diagnostics()[0];
+    EXPECT_EQ(d.key_path, "data.train.input_columns[1]");
+    EXPECT_EQ(d.line, 9);
+    EXPECT_EQ(d.column, 25);
+    EXPECT_EQ(d.message, "the range \"3-1\" runs backwards: expected FIRST <= LAST (a range \"FIRST-LAST\" of "
+                         "0-based column indices, both included (e.g. \"1-784\"))");
+  }
+  // The same through --set, and a csv normalize of true (no 0..255 range to scale from).
+  auto error_of = [](const std::string& set) -> std::string {
+    try {
+      load_recipe(source_path("tests/fixtures/recipes/good/minimal.yaml"), {set});
+    } catch (const RecipeError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of("data.train.exclude_columns=-1").find("data.train.exclude_columns: expected a header name"),
+            std::string::npos);
+  EXPECT_EQ(error_of("data.train.input_columns=\"1 - x\""), "") << "a name with a '-' and a letter is a header name";
+  EXPECT_NE(error_of("data.train.normalize=true").find("data.train.normalize: expected false or a mapping {mean, std}"),
+            std::string::npos);
+  EXPECT_NE(error_of("data.train.normalize={mean: 0, std: 0}").find("data.train.normalize.std: expected a number > 0"),
+            std::string::npos);
 }
 
 TEST(RecipeReader, MissingRecipeFileIsAUserError) {

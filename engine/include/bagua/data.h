@@ -113,10 +113,17 @@ struct LoadOptions {
   // another kind, is a DataError naming the line. Other formats have no
   // fields: asking for one there is a DataError.
   std::string complexity_field;
+  // csv: a column left out of the default input columns although its
+  // values are not read (the complexity column of data.sampler, in the
+  // eval set); nothing is left out when the file has no such column. The
+  // column of complexity_field is always left out of the defaults.
+  std::string sampler_column = {};
 };
 
-// The options a recipe's data section asks of its training set.
+// The options a recipe's data section asks of its training set, and of its
+// eval set (no complexities, the same default input columns).
 LoadOptions load_options_for(const DataSpec& spec);
+LoadOptions eval_load_options_for(const DataSpec& spec);
 
 // Loads the whole source into memory, fully checking it. Throws DataError
 // on any bad data (and on a file that cannot be read).

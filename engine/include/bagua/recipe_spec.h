@@ -57,10 +57,23 @@ struct ModelSpec {
   Loss loss = Loss::kCrossEntropy;
 };
 
-// A column of a CSV file, by header name or by 0-based index.
+// A column of a CSV file, by header name or by 0-based index; in
+// input_columns and exclude_columns also a range of indices ("1-784": from
+// `index` to `last`, both included).
 struct ColumnRef {
   std::string name;    // set when named
-  int64_t index = -1;  // set (>= 0) when given by position
+  int64_t index = -1;  // set (>= 0) when given by position; a range's first column
+  int64_t last = -1;   // a range's last column (>= index); -1: not a range
+};
+
+// A data source's normalize {mean, std}: each input value x becomes
+// (x - mean) / std. One value applies to every input value; a list holds
+// one value per entry of the sample's first dimension (a flat CSV sample:
+// per input column; an image [C, H, W]: per channel). Empty: none.
+struct MeanStd {
+  std::vector<double> mean;
+  std::vector<double> std;
+  bool empty() const { return mean.empty(); }
 };
 
 // data.train / data.eval. Only the fields of `format` are meaningful.
@@ -70,12 +83,16 @@ struct DataSource {
   // idx
   std::string images;  // absolute path
   std::string labels;  // absolute path
-  bool normalize = true;
+  bool normalize = true;  // pixels / 255
+  // idx, csv: normalize's {mean, std} (idx: after the / 255)
+  MeanStd mean_std;
   // csv, jsonl, tensors
   std::string path;  // absolute path
   // csv
   ColumnRef target_column;
-  std::vector<ColumnRef> input_columns;  // empty: every column but the target
+  // empty: every column but the target and the sampler's complexity column
+  std::vector<ColumnRef> input_columns;
+  std::vector<ColumnRef> exclude_columns;  // taken out of the input columns
   bool header = true;
   char delimiter = ',';
   // jsonl

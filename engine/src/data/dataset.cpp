@@ -136,7 +136,7 @@ std::string shape_string(at::IntArrayRef shape) {
 }
 
 std::vector<int64_t> sample_shape(const std::vector<int64_t>& requested, int64_t elements,
-                                  const std::string& file) {
+                                  const std::string& file, const std::string& elements_from) {
   if (requested.empty()) return {elements};
   int64_t product = 1;
   for (int64_t d : requested) {
@@ -147,8 +147,55 @@ std::vector<int64_t> sample_shape(const std::vector<int64_t>& requested, int64_t
   if (product != elements)
     throw DataError(file + ": input_shape " + shape_string(requested) + " has " +
                     std::to_string(product) + " elements, but each sample has " +
-                    std::to_string(elements));
+                    std::to_string(elements) + (elements_from.empty() ? "" : " (" + elements_from + ")"));
   return requested;
+}
+
+namespace {
+
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// `values` as a tensor that broadcasts over a batch of samples of `shape`:
+// one value, or one per entry of the first dimension.
+at::Tensor broadcastable(const std::vector<double>& values, at::IntArrayRef shape) {
+  at::Tensor t = at::tensor(at::ArrayRef<double>(values), at::kDouble).to(at::kFloat);
+  if (values.size() == 1) return t.reshape({});
+  std::vector<int64_t> dims(shape.size(), 1);
+  dims[0] = static_cast<int64_t>(values.size());
+  return t.view(dims);
+}
+
+}  // namespace
+
+MeanStdNormalizer::MeanStdNormalizer(const MeanStd& spec, at::IntArrayRef sample_shape, const std::string& file,
+                                     const std::string& first_dim_is) {
+  if (spec.empty()) return;
+  const int64_t first = sample_shape.empty() ? 1 : sample_shape[0];
+  auto check = [&](const char* key, const std::vector<double>& values) {
+    if (values.size() != 1 && static_cast<int64_t>(values.size()) != first)
+      throw DataError(file + ": normalize " + key + " has " + std::to_string(values.size()) +
+                      " values, but a sample's first dimension has " + std::to_string(first) + " (" + first_dim_is +
+                      "): give one number, or one per entry of that dimension");
+  };
+  check("mean", spec.mean);
+  check("std", spec.std);
+  for (double v : spec.std)
+    if (!(v > 0)) throw DataError(file + ": normalize std " + number_text(v) + " is not a number > 0");
+  mean_ = broadcastable(spec.mean, sample_shape);
+  std_ = broadcastable(spec.std, sample_shape);
+  if (spec.mean.size() == 1 && spec.std.size() == 1)
+    description_ = ", normalized (x - " + number_text(spec.mean[0]) + ") / " + number_text(spec.std[0]);
+  else
+    description_ = ", normalized (x - mean) / std over its first dimension";
+}
+
+void MeanStdNormalizer::apply(at::Tensor& batch) const {
+  if (!mean_.defined()) return;
+  batch.sub_(mean_).div_(std_);
 }
 
 at::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size) {
@@ -184,7 +231,7 @@ Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
 std::string TensorDataset::describe() const {
   std::ostringstream s;
   s << label_ << ": " << size() << " samples, input " << shape_string(input_.sizes().slice(1))
-    << " " << (input_.scalar_type() == at::kLong ? "int64" : "float32") << ", "
+    << " " << (input_.scalar_type() == at::kLong ? "int64" : "float32") << input_words_ << ", "
     << describe_target(kind_, target_.sizes().slice(1), num_classes_);
   return s.str();
 }

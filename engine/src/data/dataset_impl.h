@@ -22,9 +22,30 @@ std::vector<char> read_file(const std::string& path);
 std::string shape_string(at::IntArrayRef shape);
 
 // The shape of one input sample: `requested` when given (its element count
-// must equal `elements`, else DataError naming `file`), else [elements].
+// must equal `elements`, else DataError naming `file`, and saying where the
+// elements come from when `elements_from` is given), else [elements].
 std::vector<int64_t> sample_shape(const std::vector<int64_t>& requested, int64_t elements,
-                                  const std::string& file);
+                                  const std::string& file, const std::string& elements_from = "");
+
+// A source's normalize {mean, std} (MeanStd) for samples of one shape: idx
+// applies it per batch after its / 255, csv once at load. A list must hold
+// one value per entry of the sample's first dimension, else DataError naming
+// `file` and what that dimension is (`first_dim_is`).
+class MeanStdNormalizer {
+ public:
+  MeanStdNormalizer() = default;
+  MeanStdNormalizer(const MeanStd& spec, at::IntArrayRef sample_shape, const std::string& file,
+                    const std::string& first_dim_is);
+  // (x - mean) / std on `batch` [n, ...sample shape], in place; nothing
+  // when the source has no {mean, std}.
+  void apply(at::Tensor& batch) const;
+  // For describe(): ", normalized (x - 0.5) / 0.25"; "" without.
+  const std::string& description() const { return description_; }
+
+ private:
+  at::Tensor mean_, std_;  // broadcast over a batch; undefined: none
+  std::string description_;
+};
 
 // `indices` as an int64 tensor; InvalidArgument when one is outside [0, size).
 at::Tensor index_tensor(const std::vector<int64_t>& indices, int64_t size);
@@ -39,6 +60,10 @@ class TensorDataset : public Dataset {
   // target int64 [N] (kClassIndex, values >= 0) or float32 [N, ...].
   TensorDataset(std::string label, at::Tensor input, at::Tensor target, TargetKind kind);
 
+  // Words describe() adds right after the input's shape and dtype
+  // (" from columns 1-3").
+  void describe_input_as(std::string words) { input_words_ = std::move(words); }
+
   int64_t size() const override { return input_.size(0); }
   Batch get_batch(const std::vector<int64_t>& indices) const override;
   std::string describe() const override;
@@ -47,6 +72,7 @@ class TensorDataset : public Dataset {
 
  private:
   std::string label_;
+  std::string input_words_;
   at::Tensor input_;
   at::Tensor target_;
   TargetKind kind_;

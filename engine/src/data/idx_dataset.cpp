@@ -193,14 +193,21 @@ size_t check_idx(const std::vector<char>& bytes, uint64_t total, const std::stri
   return header;
 }
 
+// normalize's {mean, std} for images of `shape` (checked).
+MeanStdNormalizer normalizer(const DataSource& source, const std::vector<int64_t>& shape) {
+  return MeanStdNormalizer(source.mean_std, shape, source.images,
+                           source.input_shape.empty() ? "a flat image" : "input_shape " + shape_string(shape));
+}
+
 class IdxDataset : public Dataset {
  public:
   IdxDataset(std::string label, at::Tensor pixels, std::vector<int64_t> shape, bool normalize,
-             at::Tensor target, TargetKind kind, int64_t num_classes)
+             MeanStdNormalizer mean_std, at::Tensor target, TargetKind kind, int64_t num_classes)
       : label_(std::move(label)),
         pixels_(std::move(pixels)),
         shape_(std::move(shape)),
         normalize_(normalize),
+        mean_std_(std::move(mean_std)),
         target_(std::move(target)),
         kind_(kind),
         num_classes_(num_classes) {}
@@ -213,13 +220,15 @@ class IdxDataset : public Dataset {
     if (normalize_) input.div_(255.0);
     std::vector<int64_t> batch_shape{static_cast<int64_t>(indices.size())};
     batch_shape.insert(batch_shape.end(), shape_.begin(), shape_.end());
-    return {input.view(batch_shape), target_.index_select(0, idx)};
+    input = input.view(batch_shape);
+    mean_std_.apply(input);
+    return {input, target_.index_select(0, idx)};
   }
 
   std::string describe() const override {
     std::ostringstream s;
     s << label_ << ": " << size() << " samples, input " << shape_string(shape_) << " float32"
-      << (normalize_ ? " in [0, 1]" : " in [0, 255]") << ", "
+      << (normalize_ ? " in [0, 1]" : " in [0, 255]") << mean_std_.description() << ", "
       << describe_target(kind_, {}, num_classes_);
     return s.str();
   }
@@ -232,6 +241,7 @@ class IdxDataset : public Dataset {
   at::Tensor pixels_;  // uint8 [N, R*C]
   std::vector<int64_t> shape_;
   bool normalize_;
+  MeanStdNormalizer mean_std_;
   at::Tensor target_;  // int64 [N] or float32 [N]
   TargetKind kind_;
   int64_t num_classes_;
@@ -356,6 +366,7 @@ std::string check_idx_files(const DataSource& source, TargetKind kind, SharedDat
   size_t label_offset = check_idx(*labels, labels->size(), source.labels, kLabelsMagic, "label", label_dims);
   check_counts(source, image_dims[0], label_dims[0]);
   std::vector<int64_t> shape = sample_shape(source.input_shape, image_dims[1] * image_dims[2], source.images);
+  const MeanStdNormalizer mean_std = normalizer(source, shape);
   int64_t classes = 0;
   for (int64_t i = 0; i < label_dims[0]; ++i)
     classes = std::max<int64_t>(classes, static_cast<unsigned char>((*labels)[label_offset + i]) + 1);
@@ -366,7 +377,7 @@ std::string check_idx_files(const DataSource& source, TargetKind kind, SharedDat
     share->add(source.images, copy.release());
   }
   return "idx " + base_name(source.images) + ": " + std::to_string(image_dims[0]) + " samples, input " +
-         shape_string(shape) + " float32, " + describe_target(kind, {}, classes);
+         shape_string(shape) + " float32" + mean_std.description() + ", " + describe_target(kind, {}, classes);
 }
 
 std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind) {
@@ -417,9 +428,9 @@ std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind) {
   } else {
     target = raw_labels.to(at::kFloat);
   }
-  return std::make_shared<IdxDataset>("idx " + base_name(source.images), std::move(pixels),
-                                      std::move(shape), source.normalize, std::move(target), kind,
-                                      num_classes);
+  MeanStdNormalizer mean_std = normalizer(source, shape);
+  return std::make_shared<IdxDataset>("idx " + base_name(source.images), std::move(pixels), std::move(shape),
+                                      source.normalize, std::move(mean_std), std::move(target), kind, num_classes);
 }
 
 }  // namespace bagua::data

@@ -262,4 +262,10 @@ LoadOptions load_options_for(const DataSpec& spec) {
   return o;
 }
 
+LoadOptions eval_load_options_for(const DataSpec& spec) {
+  LoadOptions o;
+  if (spec.sampler.type == SamplerType::kLoadBalancing) o.sampler_column = spec.sampler.complexity_field;
+  return o;
+}
+
 }  // namespace bagua

@@ -320,7 +320,8 @@ void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
     plan.train_data = train->describe();
     mem.data = train->memory_bytes();
     if (recipe.data.eval) {
-      auto eval = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss));
+      auto eval =
+          load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_load_options_for(recipe.data));
       plan.eval_data = eval->describe();
       steps.eval_samples = eval->size();
       mem.data += eval->memory_bytes();

@@ -282,17 +282,6 @@ struct Checker {
             "backend gloo or auto");
   }
 
-  void check_csv_columns(const std::string& source) {
-    const json* s = at(source);
-    if (!s || !s->is_object() || field(*s, "format") != "csv") return;
-    const json& inputs = s->value("input_columns", json());
-    if (inputs.is_array() && s->contains("target_column"))
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (inputs[i] == (*s)["target_column"])
-          error(index_path(source + ".input_columns", i),
-                "the target column cannot also be an input (found " + inputs[i].dump() + " in both)");
-  }
-
   void check_resume() {
     json* resume = tree.doc.contains("checkpoint") && tree.doc["checkpoint"].is_object() &&
                    tree.doc["checkpoint"].contains("resume") ? &tree.doc["checkpoint"]["resume"] : nullptr;
@@ -328,8 +317,8 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   c.check_optimizers();
   c.check_layout();
   c.check_device();
-  c.check_csv_columns("data.train");
-  c.check_csv_columns("data.eval");
+  check_data_source_columns(tree, "data.train", diags);
+  check_data_source_columns(tree, "data.eval", diags);
   c.check_resume();
   c.check_eval();
 }

@@ -86,6 +86,22 @@ struct SemanticOptions {
 void check_semantics(SourceTree& tree, const SchemaFindings& findings,
                      const SemanticOptions& options, Diagnostics& diags, Diagnostics& notes);
 
+// --- csv_columns.cpp --------------------------------------------------------
+// A string in a csv source's column keys: a header name, or (made of digits,
+// spaces and '-', with a '-') a range "FIRST-LAST" of 0-based indices, both
+// included, or a malformed one ("5-", "-1").
+enum class ColumnText { kName, kRange, kMalformedRange };
+struct ColumnRange {
+  int64_t first = 0;
+  int64_t last = 0;  // may be < first: the semantic checks refuse it
+};
+// Which kind `text` is; fills `range` for kRange.
+ColumnText classify_column_text(const std::string& text, ColumnRange* range);
+// The column keys (target_column, input_columns, exclude_columns) of the csv
+// source at `source` ("data.train"), and normalize's {mean, std} lists of a
+// csv or idx source, as far as the recipe alone can tell.
+void check_data_source_columns(SourceTree& tree, const std::string& source, Diagnostics& diags);
+
 // --- typed_recipe.cpp -------------------------------------------------------
 // Converts a checked, defaults-filled tree into the typed Recipe.
 Recipe to_typed_recipe(const json& doc);

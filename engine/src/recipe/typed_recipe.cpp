@@ -47,9 +47,39 @@ std::optional<int64_t> optional_int(const json& v) {
 
 ColumnRef column(const json& v) {
   ColumnRef c;
-  if (v.is_string()) c.name = v.get<std::string>();
-  else c.index = v.get<int64_t>();
+  if (!v.is_string()) {
+    c.index = v.get<int64_t>();
+  } else if (ColumnRange range; classify_column_text(v.get<std::string>(), &range) == ColumnText::kRange) {
+    c.index = range.first;  // the semantic checks refused a malformed or backward one
+    c.last = range.last;
+  } else {
+    c.name = v.get<std::string>();
+  }
   return c;
+}
+
+// input_columns / exclude_columns: one column, a range, or a list of them.
+std::vector<ColumnRef> columns(const json& v) {
+  std::vector<ColumnRef> out;
+  if (v.is_array()) {
+    for (const auto& c : v) out.push_back(column(c));
+  } else if (!v.is_null()) {
+    out.push_back(column(v));
+  }
+  return out;
+}
+
+std::vector<double> numbers(const json& v) {
+  if (v.is_array()) return v.get<std::vector<double>>();
+  return {v.get<double>()};
+}
+
+MeanStd mean_std(const json& normalize) {
+  MeanStd m;
+  if (!normalize.is_object()) return m;
+  m.mean = numbers(normalize.at("mean"));
+  m.std = numbers(normalize.at("std"));
+  return m;
 }
 
 DataSource data_source(const json& j) {
@@ -59,13 +89,15 @@ DataSource data_source(const json& j) {
     case DataFormat::kIdx:
       d.images = j.at("images").get<std::string>();
       d.labels = j.at("labels").get<std::string>();
-      d.normalize = j.at("normalize").get<bool>();
+      d.normalize = j.at("normalize") != false;  // true, or {mean, std} after the / 255
+      d.mean_std = mean_std(j.at("normalize"));
       break;
     case DataFormat::kCsv:
       d.path = j.at("path").get<std::string>();
       d.target_column = column(j.at("target_column"));
-      if (!j.at("input_columns").is_null())
-        for (const auto& c : j.at("input_columns")) d.input_columns.push_back(column(c));
+      d.input_columns = columns(j.at("input_columns"));
+      d.exclude_columns = columns(j.at("exclude_columns"));
+      d.mean_std = mean_std(j.at("normalize"));
       d.header = j.at("header").get<bool>();
       d.delimiter = j.at("delimiter").get<std::string>()[0];
       break;

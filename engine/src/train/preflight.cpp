@@ -33,7 +33,8 @@ void check_supported(const Recipe& recipe) {
 
 void check_data(const Recipe& recipe, SharedData* share) {
   check_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data), share);
-  if (recipe.data.eval) check_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), {}, share);
+  if (recipe.data.eval)
+    check_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_load_options_for(recipe.data), share);
 }
 
 namespace {
@@ -94,7 +95,11 @@ void check_model(const Recipe& recipe, const std::string& trace_file) {
         dtype ? "The inputs' dtype follows data.train's values (whole numbers load as Long, for token ids): give "
                 "the model what it takes, or a model that takes these (an embedding first, for token ids)"
               : "Give data.train.input_shape the shape the model takes, one sample without the batch dimension "
-                "(e.g. [1, 28, 28] for 28x28 grey images)";
+                "(e.g. [1, 28, 28] for 28x28 grey images)" +
+                    // A CSV's width is the columns it reads: say which.
+                    (recipe.data.train.format == DataFormat::kCsv
+                         ? ", or choose its columns with input_columns or exclude_columns (" + data->describe() + ")"
+                         : std::string());
     throw Error("the model's forward fails on " + samples + " of data.train (input " + describe(batch.input) +
                     (model_loss ? ", target " + describe(batch.target) : std::string()) + "): " + why + ". " +
                     advice + where,

@@ -122,7 +122,8 @@ std::shared_ptr<Dataset> load_training_set(const Recipe& recipe, bool through_ca
 
 std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train) {
   if (!recipe.data.eval) return nullptr;
-  std::shared_ptr<Dataset> eval = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss));
+  std::shared_ptr<Dataset> eval =
+      load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_load_options_for(recipe.data));
   if (eval->size() == 0 || train.size() == 0) return eval;
   const at::ScalarType want = train.get_batch({0}).input.scalar_type();
   const at::ScalarType have = eval->get_batch({0}).input.scalar_type();
