@@ -108,7 +108,8 @@ const CommandRegistration kBench{
       auto f = std::make_shared<BenchFlags>();
       sub.add_option("recipe", f->recipe, "Recipe whose model, data, optimizers and batch size to use (a file, a "
                                           "catalog name, or a run directory); none: a synthetic model on random data");
-      sub.add_option("--algorithm", f->algorithms, "Algorithm to measure; repeatable (default: every one)")
+      sub.add_option("--algorithm", f->algorithms,
+                     "Algorithm to measure; repeatable (default: every one; the baseline gradient_allreduce always)")
           ->type_name("NAME")->allow_extra_args(false);
       sub.add_option("--nproc-per-node", f->nproc_per_node, "Workers on this node (default: the recipe's, else 2)");
       sub.add_option("--nnodes", f->nnodes, "Nodes in the job");
@@ -142,7 +143,9 @@ const CommandRegistration kBench{
           "--warmup steps; then --rounds rounds run each for --steps steps in turn. Per algorithm: the\n"
           "median step time and its spread, samples/s of all workers, the share of the step spent on\n"
           "communication, bytes per worker and step (counted by the communication layer, and sent on the\n"
-          "wire), and the loss after the measured steps. A table and a recommendation at the end.\n\n"
+          "wire), and the loss after the measured steps. A table and a verdict at the end: a recommendation\n"
+          "when the fastest's p10-p90 step time is clear of the others', else which are within noise.\n"
+          "gradient_allreduce, the baseline, is measured whether asked for or not.\n\n"
           "Exit status: 0 done, 2 bad flags or recipe (or --link without root, ip or tc), 3 a worker\n"
           "failed, 130 interrupted, 1 internal failure.\n\n"
           "Examples:\n"

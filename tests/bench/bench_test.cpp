@@ -19,6 +19,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 
 namespace bagua::testing {
@@ -140,9 +141,9 @@ TEST_F(Bench, AStragglerRankComputesSlowerByItsFactor) {
 }
 
 TEST_F(Bench, ARecipeBringsItsModelDataAndBatchSize) {
-  const fs::path out = dir_ / "bench.json";
+  const fs::path out = dir_ / "bench.json", svg = dir_ / "bench.svg";
   RunOutcome r = bagua_bench(kSource + "/recipes/fashion-mnist-mlp.yaml --algorithm gradient_allreduce --steps 2 "
-                             "--rounds 1 --warmup 1 --json " + out.string());
+                             "--rounds 1 --warmup 1 --json " + out.string() + " --plot " + svg.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json report = read_json(out);
   EXPECT_NE(report["model"].get<std::string>().find(".pt"), std::string::npos) << report["model"];
@@ -150,6 +151,71 @@ TEST_F(Bench, ARecipeBringsItsModelDataAndBatchSize) {
   EXPECT_EQ(report["batch_size"], recipe.data.batch_size);
   EXPECT_EQ(report["world_size"], recipe.distributed.nproc_per_node);
   EXPECT_GT(entry(report, "gradient_allreduce")["samples_per_s"].get<double>(), 0);
+  // The baseline alone: nothing to compare, so nothing is called the fastest.
+  EXPECT_EQ(report["verdict"]["kind"], "alone") << report["verdict"].dump();
+  EXPECT_FALSE(report["verdict"]["baseline_added"].get<bool>());
+  EXPECT_NE(r.output.find("recommendation: gradient_allreduce (the baseline): no other algorithm to compare it with"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("the fastest"), std::string::npos) << r.output;
+  // The chart is titled with the recipe's name, not the model's path.
+  const std::string chart = read_file(svg);
+  EXPECT_NE(chart.find("<text class=\"title\" x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" +
+                       recipe.name + "</text>"),
+            std::string::npos)
+      << chart;
+  EXPECT_EQ(chart.find(report["model"].get<std::string>()), std::string::npos) << chart;
+}
+
+// Issue 42: one algorithm asked for was compared with nothing ("vs base
+// 1.00x") and called "the fastest here". The baseline is measured beside
+// it, the output says so, and any winner is clear of the others' ranges.
+TEST_F(Bench, OneAlgorithmIsMeasuredBesideTheBaselineAndTheVerdictFollowsTheRanges) {
+  const fs::path out = dir_ / "bench.json";
+  RunOutcome r = bagua_bench("--algorithm bytegrad --params 300k --batch-size 16 --steps 4 --rounds 2 --warmup 2 "
+                             "--json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = read_json(out);
+  ASSERT_EQ(report["summary"].size(), 3u) << report["summary"].dump(1);
+  EXPECT_EQ(report["summary"][1]["name"], "gradient_allreduce");
+  EXPECT_EQ(report["summary"][2]["name"], "bytegrad");
+  EXPECT_NE(r.output.find("2 algorithms (gradient_allreduce added: the baseline the others are compared with)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(gradient_allreduce: not asked for, measured as the baseline that vs base compares with)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("bytegrad: the fastest"), std::string::npos) << r.output;
+  const json& v = report["verdict"];
+  EXPECT_TRUE(v["baseline_added"].get<bool>()) << v.dump();
+  EXPECT_NE(r.output.find("recommendation: " + report["recommendation"].get<std::string>()), std::string::npos);
+  EXPECT_EQ(v["recommendation"], report["recommendation"]);
+  // The verdict agrees with the measured ranges, whichever it is.
+  std::map<std::string, std::pair<double, double>> range;
+  for (const auto& s : report["summary"]) {
+    range[s["name"].get<std::string>()] = {s["step_time_p10_s"].get<double>(), s["step_time_p90_s"].get<double>()};
+  }
+  const std::string kind = v["kind"];
+  if (kind == "clear") {
+    const std::string winner = v["winner"];
+    for (const auto& other : v["candidates"]) {
+      if (other == winner) continue;
+      EXPECT_LT(range[winner].second, range[other.get<std::string>()].first) << report["summary"].dump(1);
+    }
+    EXPECT_EQ(report["recommendation"].get<std::string>().rfind(winner + ": ", 0), 0u) << report["recommendation"];
+  } else if (kind == "within_noise") {
+    const auto& names = v["within_noise"];
+    ASSERT_EQ(names.size(), 2u) << v.dump();
+    const auto& a = range[names[0].get<std::string>()];
+    const auto& b = range[names[1].get<std::string>()];
+    EXPECT_TRUE(a.first <= b.second && b.first <= a.second) << report["summary"].dump(1);
+    EXPECT_EQ(report["recommendation"].get<std::string>().rfind("within noise: gradient_allreduce, bytegrad (", 0), 0u)
+        << report["recommendation"];
+  } else {
+    // bytegrad left out (it trained worse): the baseline is alone.
+    EXPECT_EQ(kind, "alone") << v.dump();
+    EXPECT_EQ(v["not_considered"].size(), 1u) << v.dump();
+  }
 }
 
 // A catalog name and a run directory bench as a recipe file does, resolved
@@ -271,10 +337,10 @@ TEST(BenchSvg, TheRecommendationWrapsToThePicturesWidth) {
   json summarized = {{"summary", json::array()}, {"recommendation", advice}, {"world_size", 2}};
   const std::string chart = bagua::bench::bench_svg(summarized);
   size_t lines = 0, longest = 0;
-  for (size_t p = chart.find("<text x=\"10\" y=\""); p != std::string::npos; p = chart.find("<text x=\"10\" y=\"", p + 1)) {
+  const std::string advice_line = "<text class=\"advice\" x=\"10\" y=\"";
+  for (size_t p = chart.find(advice_line); p != std::string::npos; p = chart.find(advice_line, p + 1)) {
     const size_t open = chart.find('>', p) + 1, close = chart.find("</text>", open);
     const std::string line = chart.substr(open, close - open);
-    if (line.rfind("bagua bench", 0) == 0) continue;  // the title
     ++lines;
     longest = std::max(longest, line.size());
   }

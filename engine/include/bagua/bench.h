@@ -135,6 +135,10 @@ void run_bench_worker_files(const std::string& spec_file, const std::string& res
 
 namespace bagua::bench {
 
+// The algorithm every other is compared with: always measured, added by
+// run_bench() when --algorithm does not name it.
+inline constexpr const char* kBaseline = "gradient_allreduce";
+
 // ---------------------------------------------------------------- the summary
 //
 // Definitions (docs/bench.md):
@@ -155,16 +159,46 @@ namespace bagua::bench {
 //                     compression and the rest of its extra work were free);
 //                     vs_ideal is step_time_s over it
 
-// raw: run_bench_worker()'s JSON. Returns it with "summary" (one object per
-// contender, "local" first) and "recommendation" (a line) added.
+// raw: run_bench_worker()'s JSON (with "baseline_added" when run_bench()
+// added the baseline). Returns it with "summary" (one object per contender,
+// "local" first), "verdict" (bench_verdict()'s, its baseline_added set) and
+// "recommendation" (the verdict's line) added.
 nlohmann::json summarize_bench(nlohmann::json raw);
+
+// The verdict between the algorithms of a summary (summarize_bench()'s
+// "summary" array), as JSON:
+//   candidates      the algorithms that train as well as the baseline: not
+//                   diverged, a last loss at most 5% (+0.001) above its, and
+//                   figures from every round (async's interval can outlast one)
+//   not_considered  [{name, reason}] for the others
+//   kind            "clear"        the fastest candidate (lowest median step)
+//                                  has a p10-p90 step time clear of (below)
+//                                  every other candidate's: "winner"
+//                   "within_noise" some candidate's range overlaps the
+//                                  fastest's: "within_noise" names the fastest
+//                                  and those, in summary order; no winner
+//                   "alone"        one candidate only (the baseline, when the
+//                                  others were left out): nothing to compare
+//                   "none"         no candidate (or no baseline measured)
+//   winner          the clear winner's name, else null
+//   within_noise    the names within noise of the fastest (empty unless
+//                   kind is within_noise)
+//   baseline        kBaseline
+//   recommendation  the line printed after the table
+// Never a winner without a baseline or between overlapping ranges.
+nlohmann::json bench_verdict(const nlohmann::json& summary);
 
 // A plain-text table of the summary, one row per contender.
 std::string bench_table(const nlohmann::json& summarized);
 
-// A standalone SVG: per algorithm, a bar of step time split into compute and
-// communication, a dashed mark at its ideal step, the figures beside it,
-// and the recommendation wrapped to the picture's width.
+// A standalone SVG titled with the recipe's name (the synthetic model's
+// description without one): per algorithm, a bar of step time split into
+// compute and communication, its p10-p90 range as a whisker, a dashed mark
+// at its ideal step, and its figures in a column right of every bar, range
+// and mark; a time axis (seconds per step) under the bars; and the
+// recommendation wrapped to the picture's width. Elements carry classes
+// (title, compute, communication, range, ideal, value, time-axis, tick) for
+// tests and tools.
 std::string bench_svg(const nlohmann::json& summarized);
 
 // `text` broken at spaces into lines of at most `width` characters (a

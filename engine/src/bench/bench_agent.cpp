@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,14 +43,19 @@ struct TempDir {
 };
 
 // The algorithms to measure: those asked for, each known and implemented,
-// or every implemented one.
+// after the baseline when they leave it out (`baseline_added`); or every
+// implemented one.
 // Options are refused with an InvalidArgument naming the flag.
-std::vector<std::string> checked_algorithms(const std::vector<std::string>& asked) {
+std::vector<std::string> checked_algorithms(const std::vector<std::string>& asked, bool& baseline_added) {
   std::vector<std::string> algorithms = asked;
+  baseline_added = false;
   if (algorithms.empty()) {
     for (const auto& d : algorithm_catalog()) {
       if (algorithm_implemented(d.name)) algorithms.push_back(d.name);
     }
+  } else if (std::find(algorithms.begin(), algorithms.end(), bench::kBaseline) == algorithms.end()) {
+    algorithms.insert(algorithms.begin(), bench::kBaseline);
+    baseline_added = true;
   }
   for (const auto& a : algorithms) {
     if (find_algorithm(a) == nullptr || !algorithm_implemented(a)) {
@@ -88,15 +94,16 @@ std::string plural(int64_t n, const std::string& word) {
 // options and their defaults.
 struct Layout {
   int nproc = 2, nnodes = 1, node_rank = 0;
+  bool baseline_added = false;  // --algorithm left out bench::kBaseline
   int world() const { return nproc * nnodes; }
 };
 
 Layout checked_options(BenchOptions& o) {
   BenchSpec& spec = o.spec;
-  spec.algorithms = checked_algorithms(spec.algorithms);
+  Layout l;
+  spec.algorithms = checked_algorithms(spec.algorithms, l.baseline_added);
   const std::optional<Recipe>& recipe = o.recipe;
   if (!recipe && !spec.overrides.empty()) throw InvalidArgument("--set needs a recipe to change");
-  Layout l;
   l.nproc = o.nproc_per_node.value_or(recipe ? recipe->distributed.nproc_per_node : 2);
   l.nnodes = o.nnodes.value_or(recipe ? recipe->distributed.nnodes : 1);
   l.node_rank = o.node_rank.value_or(0);
@@ -171,7 +178,11 @@ BenchOutcome run_bench(BenchOptions o) {
       (spec.straggler_rank >= 0 ? ", rank " + std::to_string(spec.straggler_rank) + " slowed " +
                                       o.straggler.substr(o.straggler.find(':') + 1) + "x"
                                 : "") +
-      "\n  " + plural(static_cast<int64_t>(spec.algorithms.size()), "algorithm") + " and a local reference, " +
+      "\n  " + plural(static_cast<int64_t>(spec.algorithms.size()), "algorithm") +
+      (layout.baseline_added ? std::string(" (") + bench::kBaseline +
+                                   " added: the baseline the others are compared with)"
+                             : "") +
+      " and a local reference, " +
       std::to_string(spec.warmup) + " warm-up steps, then " + std::to_string(spec.rounds) +
       " alternating rounds of " + std::to_string(spec.steps) + " steps each");
   const LaunchResult result = LocalSupervisor(opts).run();
@@ -197,6 +208,8 @@ BenchOutcome run_bench(BenchOptions o) {
   raw["straggler"] = spec.straggler_rank < 0 ? json(nullptr)
                                              : json({{"rank", spec.straggler_rank}, {"factor", spec.straggler_factor}});
   raw["recipe"] = recipe ? json(o.recipe_arg) : json(nullptr);
+  raw["recipe_name"] = recipe ? json(recipe->name) : json(nullptr);
+  raw["baseline_added"] = layout.baseline_added;
   outcome.report = bench::summarize_bench(std::move(raw));
   return outcome;
 }

@@ -1,5 +1,6 @@
 #include <bagua/bench.h>
 
+#include "bench/bench_figures.h"
 #include "common/svg_chart.h"
 
 #include <algorithm>
@@ -16,17 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// A figure, NaN when absent or null (JSON has no NaN: a diverged loss is null).
-double num(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
-}
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
-
 // 12.3 MB, 456 kB, 789 B (powers of 1000).
 std::string bytes_text(double b) {
   if (b >= 1e9) return fmt("%.2f GB", b / 1e9);
@@ -35,74 +25,11 @@ std::string bytes_text(double b) {
   return fmt("%.0f B", b);
 }
 
-// The algorithm others are compared with: gradient_allreduce when measured,
-// else the first algorithm.
 const json* baseline_of(const json& summary) {
-  const json* first = nullptr;
   for (const auto& s : summary) {
-    if (s["name"] == "local") continue;
-    if (s["name"] == "gradient_allreduce") return &s;
-    if (first == nullptr) first = &s;
+    if (s["name"] == kBaseline) return &s;
   }
-  return first;
-}
-
-std::string recommend(const json& summary) {
-  const json* base = baseline_of(summary);
-  if (base == nullptr) return "no algorithm measured";
-  const double base_loss = num(*base, "last_loss");
-  const double base_rate = (*base)["samples_per_s"].get<double>();
-  // Candidates train as well as the baseline: not diverged, and a final
-  // loss at most 5% (plus a little, for losses near zero) above its.
-  const json* best = nullptr;
-  std::vector<const json*> candidates;
-  std::vector<std::string> excluded;
-  for (const auto& s : summary) {
-    if (s["name"] == "local") continue;
-    const double loss = num(s, "last_loss");
-    const bool comparable = !s["diverged"].get<bool>() && std::isfinite(loss) &&
-                            (&s == base || loss <= base_loss * 1.05 + 1e-3);
-    if (!comparable) {
-      excluded.push_back(s["name"].get<std::string>() + (s["diverged"].get<bool>() ? " diverged" : " trained worse"));
-      continue;
-    }
-    if (!s["communicated_every_round"].get<bool>()) {
-      // async: its averaging interval outlasted a round, so its figures
-      // leave out most of what it sends; not a fair comparison.
-      excluded.push_back(s["name"].get<std::string>() + " sent nothing in some rounds (use more --steps)");
-      continue;
-    }
-    candidates.push_back(&s);
-    if (best == nullptr || s["samples_per_s"].get<double>() > (*best)["samples_per_s"].get<double>()) best = &s;
-  }
-  std::ostringstream line;
-  const std::string base_name = (*base)["name"];
-  if (best == nullptr) {
-    line << "none: every algorithm diverged or trained worse than " << base_name;
-  } else if (best == base) {
-    line << base_name << ": the fastest here of the algorithms that train as well";
-    const json* next = nullptr;
-    for (const json* s : candidates) {
-      if (s == base) continue;
-      if (next == nullptr || (*s)["samples_per_s"].get<double>() > (*next)["samples_per_s"].get<double>()) next = s;
-    }
-    if (next != nullptr && base_rate > 0) {
-      line << "; next: " << (*next)["name"].get<std::string>() << " at "
-           << fmt("%.2fx", (*next)["samples_per_s"].get<double>() / base_rate) << " its samples/s";
-    }
-  } else {
-    const double loss = num(*best, "last_loss");
-    const double diff = base_loss != 0 ? (loss - base_loss) / std::fabs(base_loss) : 0;
-    line << (*best)["name"].get<std::string>() << ": " << fmt("%.2fx", (*best)["samples_per_s"].get<double>() / base_rate)
-         << " the samples/s of " << base_name << " here, loss "
-         << (diff <= 0 ? "no higher" : "within " + fmt("%.0f%%", std::ceil(diff * 100)));
-  }
-  if (!excluded.empty()) {
-    line << " (not considered:";
-    for (size_t i = 0; i < excluded.size(); ++i) line << (i ? ", " : " ") << excluded[i];
-    line << ")";
-  }
-  return line.str();
+  return nullptr;
 }
 
 }  // namespace
@@ -127,8 +54,8 @@ json summarize_bench(json raw) {
       counted += ranks[r]["counted_bytes_per_step"].get<double>();
       sent += ranks[r]["wire_bytes_sent_per_step"].get<double>();
       received += ranks[r]["wire_bytes_received_per_step"].get<double>();
-      first += num(ranks[r], "first_loss");
-      last += num(ranks[r], "last_loss");
+      first += figure(ranks[r], "first_loss");
+      last += figure(ranks[r], "last_loss");
       any_diverged = any_diverged || ranks[r].value("diverged", false);
       every_round = every_round && ranks[r].value("rounds_communicated", 0) >= raw.value("rounds", 0);
     }
@@ -159,10 +86,7 @@ json summarize_bench(json raw) {
   // peers and the rest of its extra work were free: the local step plus
   // gradient_allreduce's communication time scaled by the bytes this
   // algorithm counts per step. vs_ideal says how close it came.
-  const json* base = nullptr;
-  for (const auto& s : summary) {
-    if (s["name"] == "gradient_allreduce") base = &s;
-  }
+  const json* base = baseline_of(summary);
   if (base != nullptr && (*base)["counted_bytes_per_step"].get<double>() > 0) {
     const double base_comm = (*base)["communication_s"].get<double>();
     const double base_bytes = (*base)["counted_bytes_per_step"].get<double>();
@@ -174,7 +98,10 @@ json summarize_bench(json raw) {
     }
   }
   raw["summary"] = summary;
-  raw["recommendation"] = recommend(summary);
+  json verdict = bench_verdict(summary);
+  verdict["baseline_added"] = raw.value("baseline_added", false);
+  raw["recommendation"] = verdict["recommendation"];
+  raw["verdict"] = std::move(verdict);
   return raw;
 }
 
@@ -213,71 +140,146 @@ std::string bench_table(const json& summarized) {
                   100 * s["communication_share"].get<double>(),
                   local ? "" : bytes_text(s["counted_bytes_per_step"].get<double>()).c_str(),
                   local ? "" : bytes_text(s["wire_bytes_sent_per_step"].get<double>()).c_str(),
-                  num(s, "last_loss"), ideal ? fmt("%.4f", s["ideal_step_s"].get<double>()).c_str() : "",
+                  figure(s, "last_loss"), ideal ? fmt("%.4f", s["ideal_step_s"].get<double>()).c_str() : "",
                   ideal ? fmt("%.2fx", s["vs_ideal"].get<double>()).c_str() : "",
                   s["diverged"].get<bool>() ? "DIVERGED" : "");
     out << line;
   }
+  if (summarized.contains("verdict") && summarized["verdict"].value("baseline_added", false)) {
+    out << "(" << kBaseline << ": not asked for, measured as the baseline that vs base compares with)\n";
+  }
   return out.str();
 }
 
-std::string bench_svg(const json& summarized) {
+namespace {
+
+// Where the chart's parts go, in pixels: the bars start at `left` and a
+// value of `axis_max` seconds ends at `left + bar_max`; the figures start at
+// `values_x`, right of every bar, whisker and ideal mark.
+struct ChartLayout {
+  static constexpr int left = 230, bar_max = 480, row_h = 34, top = 84, char_w = 7;
   std::vector<const json*> rows;
+  std::vector<double> ticks;  // the time axis, 0 to axis_max
+  double axis_max = 1;
+  int values_x = left + bar_max + 14, width = 0, axis_y = 0, height = 0;
+  std::vector<std::string> values, advice;
+
+  int x_of(double seconds) const { return left + static_cast<int>(std::lround(seconds / axis_max * bar_max)); }
+};
+
+bool draws_ideal(const json& s) { return s.contains("ideal_step_s") && s["name"] != kBaseline; }
+
+// A row's figures, written right of the bars.
+std::string value_text(const json& s) {
+  return fmt("%.4f s", s["step_time_s"].get<double>()) + ", " + bytes_text(s["counted_bytes_per_step"].get<double>()) +
+         "/step" + (s["diverged"].get<bool>() ? ", DIVERGED" : "") +
+         (draws_ideal(s) ? fmt(", %.2fx ideal", s["vs_ideal"].get<double>()) : std::string());
+}
+
+ChartLayout chart_layout(const json& summarized) {
+  ChartLayout l;
   double longest = 0;
+  size_t widest = 0;
   for (const auto& s : summarized["summary"]) {
     if (s["name"] == "local") continue;
-    rows.push_back(&s);
-    longest = std::max(longest, s["step_time_s"].get<double>());
+    l.rows.push_back(&s);
+    longest = std::max({longest, s["step_time_s"].get<double>(), s["step_time_p90_s"].get<double>(),
+                        draws_ideal(s) ? s["ideal_step_s"].get<double>() : 0.0});
+    l.values.push_back(value_text(s));
+    widest = std::max(widest, l.values.back().size());
   }
-  const int left = 230, bar_max = 480, row_h = 34, top = 70;
-  const int width = left + bar_max + 200;
+  l.ticks = svg::nice_ticks(0, longest > 0 ? longest : 1, 5);
+  l.axis_max = l.ticks.back() > 0 ? l.ticks.back() : 1;
+  l.width = std::max(l.values_x + ChartLayout::char_w * static_cast<int>(widest) + 16, 720);
   // The recommendation, wrapped at words to the picture's width (about 7
   // pixels a character at 13 px).
-  const std::vector<std::string> advice =
-      wrap_words(summarized.value("recommendation", std::string()), static_cast<size_t>((width - 20) / 7));
-  const int height = top + static_cast<int>(rows.size()) * row_h + 34 + 18 * static_cast<int>(advice.size());
-  const double scale = longest > 0 ? bar_max / longest : 0;
+  l.advice = wrap_words(summarized.value("recommendation", std::string()),
+                        static_cast<size_t>((l.width - 20) / ChartLayout::char_w));
+  l.axis_y = ChartLayout::top + static_cast<int>(l.rows.size()) * ChartLayout::row_h + 6;
+  l.height = l.axis_y + 62 + 18 * static_cast<int>(l.advice.size());
+  return l;
+}
+
+// The title (the recipe's name, else the synthetic model), the set-up, the legend.
+void chart_header(std::ostringstream& svg, const json& summarized) {
+  const json recipe = summarized.value("recipe_name", json(nullptr));
+  const std::string title = recipe.is_string() ? recipe.get<std::string>() : summarized.value("model", std::string());
+  std::ostringstream setup;
+  setup << "bagua bench: seconds per step, " << summarized.value("world_size", 0) << " workers, batch "
+        << summarized.value("batch_size", 0);
+  if (const json link = summarized.value("link", json(nullptr)); link.is_string()) {
+    setup << ", link " << link.get<std::string>();
+  }
+  if (const json straggler = summarized.value("straggler", json(nullptr)); straggler.is_object()) {
+    setup << ", rank " << straggler.value("rank", 0) << " slowed " << fmt("%gx", straggler.value("factor", 1.0));
+  }
+  svg << "<text class=\"title\" x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << xml_escape(title)
+      << "</text>\n<text class=\"subtitle\" x=\"10\" y=\"40\" fill=\"#444\">" << xml_escape(setup.str()) << "</text>\n"
+      << "<rect x=\"10\" y=\"52\" width=\"14\" height=\"14\" fill=\"#4878a8\"/><text x=\"30\" y=\"64\">compute</text>\n"
+      << "<rect x=\"100\" y=\"52\" width=\"14\" height=\"14\" fill=\"#e8923a\"/><text x=\"120\" y=\"64\">"
+         "communication</text>\n"
+      << "<line x1=\"240\" y1=\"59\" x2=\"262\" y2=\"59\" stroke=\"#222\" stroke-width=\"1.5\"/>"
+         "<text x=\"268\" y=\"64\">p10-p90 step time</text>\n"
+      << "<line x1=\"400\" y1=\"52\" x2=\"400\" y2=\"66\" stroke=\"black\" stroke-width=\"2\" "
+         "stroke-dasharray=\"3,2\"/><text x=\"408\" y=\"64\">ideal step (extra work free)</text>\n";
+}
+
+// One algorithm: its name, the bar, the whisker, the ideal mark, the figures.
+void chart_row(std::ostringstream& svg, const ChartLayout& l, size_t i) {
+  const json& s = *l.rows[i];
+  const int y = ChartLayout::top + static_cast<int>(i) * ChartLayout::row_h;
+  const double compute = s["compute_s"].get<double>(), comm = s["communication_s"].get<double>();
+  const int x0 = ChartLayout::left, x1 = l.x_of(compute), x2 = l.x_of(compute + comm);
+  svg << "<text class=\"name\" x=\"" << x0 - 8 << "\" y=\"" << y + 17 << "\" text-anchor=\"end\">"
+      << xml_escape(s["name"].get<std::string>()) << "</text>\n"
+      << "<rect class=\"compute\" x=\"" << x0 << "\" y=\"" << y + 4 << "\" width=\"" << x1 - x0
+      << "\" height=\"20\" fill=\"#4878a8\"/>\n"
+      << "<rect class=\"communication\" x=\"" << x1 << "\" y=\"" << y + 4 << "\" width=\"" << x2 - x1
+      << "\" height=\"20\" fill=\"#e8923a\"/>\n";
+  const int p10 = l.x_of(s["step_time_p10_s"].get<double>()), p90 = l.x_of(s["step_time_p90_s"].get<double>());
+  svg << "<path class=\"range\" d=\"M" << p10 << " " << y + 9 << "v10M" << p10 << " " << y + 14 << "H" << p90 << "M"
+      << p90 << " " << y + 9 << "v10\" stroke=\"#222\" stroke-width=\"1.5\" fill=\"none\" data-x1=\"" << p10
+      << "\" data-x2=\"" << p90 << "\"/>\n";
+  if (draws_ideal(s)) {
+    const int x = l.x_of(s["ideal_step_s"].get<double>());
+    svg << "<line class=\"ideal\" x1=\"" << x << "\" y1=\"" << y + 1 << "\" x2=\"" << x << "\" y2=\"" << y + 27
+        << "\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"3,2\"/>\n";
+  }
+  svg << "<text class=\"value\" x=\"" << l.values_x << "\" y=\"" << y + 18 << "\">" << xml_escape(l.values[i])
+      << "</text>\n";
+}
+
+// The time axis under the bars: a line, ticks with their seconds, its label.
+void chart_axis(std::ostringstream& svg, const ChartLayout& l) {
+  const int y = l.axis_y, x0 = ChartLayout::left, x1 = l.x_of(l.axis_max);
+  const double spacing = l.ticks.size() > 1 ? l.ticks[1] - l.ticks[0] : l.axis_max;
+  svg << "<line class=\"time-axis\" x1=\"" << x0 << "\" y1=\"" << y << "\" x2=\"" << x1 << "\" y2=\"" << y
+      << "\" stroke=\"#444\"/>\n";
+  for (double t : l.ticks) {
+    const int x = l.x_of(t);
+    svg << "<line x1=\"" << x << "\" y1=\"" << y << "\" x2=\"" << x << "\" y2=\"" << y + 5 << "\" stroke=\"#444\"/>"
+        << "<text class=\"tick\" x=\"" << x << "\" y=\"" << y + 18 << "\" text-anchor=\"middle\">"
+        << svg::tick_label(t, spacing) << "</text>\n";
+  }
+  svg << "<text class=\"axis-label\" x=\"" << (x0 + x1) / 2 << "\" y=\"" << y + 36
+      << "\" text-anchor=\"middle\">step time (seconds)</text>\n";
+}
+
+}  // namespace
+
+std::string bench_svg(const json& summarized) {
+  const ChartLayout l = chart_layout(summarized);
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << l.width << "\" height=\"" << l.height
       << "\" font-family=\"sans-serif\" font-size=\"13\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  std::ostringstream title;
-  title << "bagua bench: seconds per step, " << summarized.value("world_size", 0) << " workers, "
-        << summarized.value("model", std::string()) << ", batch " << summarized.value("batch_size", 0);
-  if (summarized.contains("link") && !summarized["link"].is_null()) title << ", link " << summarized["link"].get<std::string>();
-  svg << "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << xml_escape(title.str()) << "</text>\n";
-  svg << "<rect x=\"10\" y=\"36\" width=\"14\" height=\"14\" fill=\"#4878a8\"/><text x=\"30\" y=\"48\">compute "
-         "(the step without communication)</text>\n"
-      << "<rect x=\"330\" y=\"36\" width=\"14\" height=\"14\" fill=\"#e8923a\"/><text x=\"350\" y=\"48\">"
-         "communication (time added to the step)</text>\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const json& s = *rows[i];
-    const int y = top + static_cast<int>(i) * row_h;
-    const double compute = s["compute_s"].get<double>(), comm = s["communication_s"].get<double>();
-    const int cw = static_cast<int>(std::lround(compute * scale)), mw = static_cast<int>(std::lround(comm * scale));
-    svg << "<text x=\"" << left - 8 << "\" y=\"" << y + 17 << "\" text-anchor=\"end\">"
-        << xml_escape(s["name"].get<std::string>()) << "</text>\n"
-        << "<rect x=\"" << left << "\" y=\"" << y + 4 << "\" width=\"" << cw << "\" height=\"20\" fill=\"#4878a8\"/>\n"
-        << "<rect x=\"" << left + cw << "\" y=\"" << y + 4 << "\" width=\"" << mw
-        << "\" height=\"20\" fill=\"#e8923a\"/>\n"
-        << "<text x=\"" << left + cw + mw + 6 << "\" y=\"" << y + 18 << "\">"
-        << fmt("%.4f s", s["step_time_s"].get<double>()) << ", " << bytes_text(s["counted_bytes_per_step"].get<double>())
-        << "/step" << (s["diverged"].get<bool>() ? ", DIVERGED" : "")
-        << (s.contains("vs_ideal") && s["name"] != "gradient_allreduce"
-                ? fmt(", %.2fx ideal", s["vs_ideal"].get<double>())
-                : std::string())
-        << "</text>\n";
-    if (s.contains("ideal_step_s") && s["name"] != "gradient_allreduce") {
-      // The ideal step: a dashed mark across the bar.
-      const int x = left + static_cast<int>(std::lround(s["ideal_step_s"].get<double>() * scale));
-      svg << "<line x1=\"" << x << "\" y1=\"" << y + 1 << "\" x2=\"" << x << "\" y2=\"" << y + 27
-          << "\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"3,2\"/>\n";
-    }
-  }
-  const int advice_top = height - 16 - 18 * (static_cast<int>(advice.size()) - 1);
-  for (size_t i = 0; i < advice.size(); ++i) {
-    svg << "<text x=\"10\" y=\"" << advice_top + 18 * static_cast<int>(i) << "\">" << xml_escape(advice[i])
-        << "</text>\n";
+  chart_header(svg, summarized);
+  for (size_t i = 0; i < l.rows.size(); ++i) chart_row(svg, l, i);
+  chart_axis(svg, l);
+  const int advice_top = l.axis_y + 62;
+  for (size_t i = 0; i < l.advice.size(); ++i) {
+    svg << "<text class=\"advice\" x=\"10\" y=\"" << advice_top + 18 * static_cast<int>(i) << "\">"
+        << xml_escape(l.advice[i]) << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();

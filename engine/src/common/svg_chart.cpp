@@ -36,19 +36,6 @@ struct Range {
   }
 };
 
-// A tick label: as few digits as the tick spacing needs, thousands as "k".
-std::string tick_label(double v, double spacing) {
-  char buf[32];
-  if (std::abs(v) < spacing * 1e-9) v = 0;
-  if (std::abs(v) >= 1e4 && spacing >= 1000) {
-    std::snprintf(buf, sizeof(buf), "%gk", v / 1000);
-  } else {
-    const int decimals = spacing >= 1 ? 0 : std::min(8, static_cast<int>(std::ceil(-std::log10(spacing) - 1e-9)));
-    std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  }
-  return buf;
-}
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f", v);
@@ -84,6 +71,18 @@ std::vector<double> nice_ticks(double lo, double hi, int count) {
   const double first = std::floor(lo / step + 1e-9) * step;
   for (double t = first; ticks.empty() || ticks.back() < hi - step * 1e-9; t += step) ticks.push_back(t);
   return ticks;
+}
+
+std::string tick_label(double v, double spacing) {
+  char buf[32];
+  if (std::abs(v) < spacing * 1e-9) v = 0;
+  if (std::abs(v) >= 1e4 && spacing >= 1000) {
+    std::snprintf(buf, sizeof(buf), "%gk", v / 1000);
+  } else {
+    const int decimals = spacing >= 1 ? 0 : std::min(8, static_cast<int>(std::ceil(-std::log10(spacing) - 1e-9)));
+    std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  }
+  return buf;
 }
 
 std::string line_chart_svg(const std::string& title, const std::string& subtitle,

@@ -31,6 +31,10 @@ struct ChartPanel {
 // covering [lo, hi]; the first is <= lo and the last >= hi.
 std::vector<double> nice_ticks(double lo, double hi, int count);
 
+// A tick label for `v` on an axis whose ticks are `spacing` apart: as few
+// digits as the spacing needs, thousands as "k".
+std::string tick_label(double v, double spacing);
+
 // A labelled vertical dashed line across every panel at step `x`.
 struct ChartMarker {
   double x;
