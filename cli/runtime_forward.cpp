@@ -32,6 +32,18 @@ std::string runtime_path() {
   return "";
 }
 
+// LibTorch's own log lines (c10d's "failed to bind" warnings behind a
+// port in use, glog's "Logging before InitGoogleLogging()") repeat what
+// bagua's one-line errors say; they are silenced unless BAGUA_DEBUG is set
+// or the user set the level. Read when LibTorch loads, so set before the
+// exec: Debian's LibTorch logs through glog, the wheels' through c10.
+void quiet_libtorch_logs() {
+  const char* debug = std::getenv("BAGUA_DEBUG");
+  if (debug && *debug && std::string(debug) != "0") return;
+  ::setenv("GLOG_minloglevel", "3", /*overwrite=*/0);
+  ::setenv("TORCH_CPP_LOG_LEVEL", "FATAL", /*overwrite=*/0);
+}
+
 CommandRunner forward(CLI::App& sub, const std::string& name) {
   sub.prefix_command();     // every argument is the runtime's, even --help
   sub.set_help_flag();
@@ -49,6 +61,7 @@ CommandRunner forward(CLI::App& sub, const std::string& name) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    quiet_libtorch_logs();
     ::execv(runtime.c_str(), argv.data());
     std::cerr << "bagua " << name << ": cannot run " << runtime << ": " << std::strerror(errno) << "\n";
     return kExitInternal;

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 
 namespace bagua::testing {
 namespace {
@@ -66,6 +68,31 @@ TEST(Dockerfile, NoInstructionThatPlacesFilesNamesABuildArgument) {
     }
   }
   EXPECT_GE(checked, 4) << "expected the package stages' COPYs, the sources' COPY and the runtime's COPY and WORKDIR";
+}
+
+// The README's "Your own model" (issue 42, edge 10): the commands say
+// `bagua`, as the docs do, after saying how to put it on PATH; and what a
+// model must be is there, not only in docs/data.md.
+TEST(Readme, YourOwnModelSaysHowToGetBaguaAndWhatAModelReceivesAndReturns) {
+  std::ifstream in(std::string(BAGUA_SOURCE_DIR) + "/README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const size_t from = readme.find("## Your own model");
+  ASSERT_NE(from, std::string::npos);
+  const std::string section = readme.substr(from, readme.find("\n## ", from + 1) - from);
+  for (const char* needed : {"export PATH=\"$PWD/build/cli:$PATH\"", "cmake --install build", "torch.jit.script(",
+                             "forward(input)", "input_shape: [1, 28, 28]", "model.loss", "bagua recipes copy"}) {
+    EXPECT_NE(section.find(needed), std::string::npos) << "the section does not say " << needed;
+  }
+  std::istringstream lines(section);
+  std::string line;
+  int commands = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_NE(line.rfind("build/cli/bagua ", 0), 0u) << "a command by its build path: " << line;
+    if (line.rfind("bagua ", 0) == 0) ++commands;
+  }
+  EXPECT_GE(commands, 5);
 }
 
 }  // namespace

@@ -29,8 +29,8 @@ inline const AlgorithmDescriptor& descriptor_of(const std::string& algorithm) {
 }
 
 // The `bagua run` arguments (" --set ...") that run `algorithm` in a test on
-// one machine: its `hierarchical` off where it is on by default (on one
-// machine it only costs), each of `kwargs` that the algorithm accepts (e.g.
+// one machine (where `hierarchical: auto`, the default, is flat): each of
+// `kwargs` that the algorithm accepts (e.g.
 // {{"sync_interval_ms", 5}} for those that have it), and, for an algorithm
 // with a required optimizer, that optimizer with `optimizer_settings`
 // (e.g. "lr: 0.001, warmup_steps: 5").
@@ -38,7 +38,6 @@ inline std::string one_machine_sets(const std::string& algorithm, const nlohmann
                                     const std::string& optimizer_settings) {
   const AlgorithmDescriptor& d = descriptor_of(algorithm);
   std::string sets = " --set 'algorithm={name: " + algorithm;
-  if (d.defaults.value("hierarchical", false)) sets += ", hierarchical: false";
   for (const auto& [key, value] : kwargs.items()) {
     if (d.defaults.contains(key)) sets += ", " + key + ": " + value.dump();
   }

@@ -73,10 +73,19 @@ void RunLog::step(const StepRecord& r) {
   write_line(r);
   write_tensorboard(r.step, metrics::tensorboard_scalars(r));
   last_loss_ = r.loss;
+  if (r.time > last_time_) samples_ += r.samples_per_s * (r.time - last_time_);
+  last_time_ = r.time;
+  last_step_ = r.step;
   double steps_per_s = r.time > 0 ? static_cast<double>(r.step - start_step_) / r.time : 0;
   last_rate_ = steps_per_s;
   if (bar_) {
     draw(r.step, r.epoch, r.samples_per_s);
+    if (r.step >= total_steps_) {
+      // The last step: the bar stays on the screen in its final state.
+      std::fprintf(bar_, "\n");
+      std::fflush(bar_);
+      bar_on_screen_ = false;
+    }
   } else {
     char line[256];
     double eta = steps_per_s > 0 ? static_cast<double>(total_steps_ - r.step) / steps_per_s : NAN;
@@ -100,6 +109,11 @@ void RunLog::write_line(const metrics::Record& record) {
 
 void RunLog::eval(const EvalRecord& r) {
   if (!enabled_) return;
+  last_eval_ = r;
+  // The best: the highest accuracy for classification, else the lowest loss.
+  const bool better = !best_eval_ || (r.eval_accuracy ? r.eval_accuracy > best_eval_->eval_accuracy
+                                                      : r.eval_loss < best_eval_->eval_loss);
+  if (better) best_eval_ = r;
   write_line(r);
   write_tensorboard(r.step, metrics::tensorboard_scalars(r));
   char line[200];
@@ -113,6 +127,42 @@ void RunLog::eval(const EvalRecord& r) {
                   static_cast<long long>(r.eval_samples));
   }
   say(line);
+}
+
+std::string RunLog::summary(int64_t step) const {
+  std::string line = "done: " + std::to_string(step) + " steps in " + duration(elapsed());
+  if (start_step_ > 0) line += " (" + std::to_string(step - start_step_) + " in this run)";
+  char part[160];
+  if (last_step_ > start_step_ && std::isfinite(last_loss_)) {
+    std::snprintf(part, sizeof(part), ", final loss %.4f", last_loss_);
+    line += part;
+  }
+  if (last_eval_ && best_eval_) {
+    const metrics::EvalRecord& last = *last_eval_;
+    const metrics::EvalRecord& best = *best_eval_;
+    if (last.eval_accuracy && best.eval_accuracy) {
+      std::snprintf(part, sizeof(part), ", eval accuracy %.2f%%", 100.0 * *last.eval_accuracy);
+      line += part;
+      if (best.step != last.step) {
+        std::snprintf(part, sizeof(part), " (best %.2f%% at step %lld)", 100.0 * *best.eval_accuracy,
+                      static_cast<long long>(best.step));
+        line += part;
+      }
+    } else {
+      std::snprintf(part, sizeof(part), ", eval loss %.4f", last.eval_loss);
+      line += part;
+      if (best.step != last.step) {
+        std::snprintf(part, sizeof(part), " (best %.4f at step %lld)", best.eval_loss,
+                      static_cast<long long>(best.step));
+        line += part;
+      }
+    }
+  }
+  if (samples_ > 0 && last_time_ > 0) {
+    std::snprintf(part, sizeof(part), ", %.0f samples/s", samples_ / last_time_);
+    line += part;
+  }
+  return line;
 }
 
 void RunLog::tick(int64_t step, int64_t epoch) {

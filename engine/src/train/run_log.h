@@ -46,6 +46,10 @@ class RunLog {
   void tick(int64_t step, int64_t epoch);
   // A line for the user (ends any bar first).
   void say(const std::string& line);
+  // The run's summary at `step`: "done: 24 steps in 3s, final loss 0.6312,
+  // eval accuracy 78.10% (best 78.40% at step 16), 9120 samples/s" (the
+  // parts it has records for; a resumed run adds the steps it did itself).
+  std::string summary(int64_t step) const;
   double elapsed() const;
   ~RunLog();
   RunLog(const RunLog&) = delete;
@@ -67,6 +71,10 @@ class RunLog {
   double last_rate_ = 0;  // steps per second
   double last_loss_ = 0;
   bool bar_on_screen_ = false;
+  // For summary(): samples and time over the step records, the evaluations.
+  double samples_ = 0, last_time_ = 0;
+  int64_t last_step_ = 0;
+  std::optional<metrics::EvalRecord> last_eval_, best_eval_;
 };
 
 }  // namespace bagua::train

@@ -315,7 +315,7 @@ void Worker::write_model() {
       host.to(torch::kCPU);
       train::save_module(host, (out_dir_ / "model.pt").string());
     }
-    log_->say("done: " + std::to_string(pos_.step) + " steps; model in " + (out_dir_ / "model.pt").string());
+    log_->say(log_->summary(pos_.step) + "; model in " + (out_dir_ / "model.pt").string());
     if (divergence_.ever()) {
       log_->say("WARNING: this run's training loss diverged (" + divergence_.first() +
                 "); the model may be useless: check the metrics' \"diverging\" records");
