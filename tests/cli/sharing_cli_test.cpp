@@ -142,6 +142,24 @@ TEST_F(SharingCli, CopyMakesAStandaloneRecipeThatValidatesWhereItLands) {
   EXPECT_EQ(bagua("recipes copy fashion-mnist-cnn elsewhere/mine.yaml --force").exit_code, 0);
 }
 
+// checkpoint.resume names a checkpoint relative to the recipe: a copy
+// elsewhere still finds it (it said "relative paths rebased" and then failed
+// validation).
+TEST_F(SharingCli, CopyRebasesACheckpointToResumeFrom) {
+  fs::create_directories(dir_ / "src/ckpt/step-00000008");
+  write("src/ft.yaml", "extends: " + std::string(BAGUA_SOURCE_DIR) +
+                           "/recipes/fashion-mnist-mlp.yaml\nname: ft\ncheckpoint: {resume: ckpt/step-00000008}\n");
+  ASSERT_EQ(bagua("validate src/ft.yaml").exit_code, 0);
+  fs::create_directories(dir_ / "elsewhere");
+  Said copy = bagua("recipes copy src/ft.yaml elsewhere/ft2.yaml");
+  ASSERT_EQ(copy.exit_code, 0) << copy.all;
+  std::stringstream text;
+  text << std::ifstream(dir_ / "elsewhere/ft2.yaml").rdbuf();
+  EXPECT_TRUE(has(text.str(), "resume: ../src/ckpt/step-00000008")) << text.str();
+  Said valid = bagua("validate elsewhere/ft2.yaml");
+  EXPECT_EQ(valid.exit_code, 0) << valid.all;
+}
+
 TEST_F(SharingCli, PinThenAnEditedBaseIsRefusedAndCheckSaysSo) {
   write("exp.yaml", "extends:\n  - {recipe: team-base}\ntrain: {epochs: 4}\n");
   EXPECT_EQ(bagua("recipes pin exp.yaml --check").exit_code, 1) << "not pinned yet";

@@ -97,6 +97,18 @@ TEST_F(Sharing, FileDigestsEqualSha256sumAndAreCachedBySizeAndTime) {
   fs::last_write_time(file, fs::last_write_time(file) + std::chrono::seconds(2));
   EXPECT_EQ(cached_file_sha256(file.string(), &hashed), sha256sum_of(file));
   EXPECT_TRUE(hashed);
+  // Replaced by a file of the same size with the modification time kept (as
+  // cp -p, rsync -a or tar x leave it): another inode, hashed again.
+  EXPECT_EQ(cached_file_sha256(file.string(), &hashed), sha256sum_of(file));
+  EXPECT_FALSE(hashed);
+  const auto kept_time = fs::last_write_time(file);
+  bytes[6] ^= 1;
+  fs::path other = write("other.bin", bytes);
+  fs::last_write_time(other, kept_time);
+  fs::rename(other, file);
+  ASSERT_EQ(fs::last_write_time(file), kept_time);
+  EXPECT_EQ(cached_file_sha256(file.string(), &hashed), sha256sum_of(file));
+  EXPECT_TRUE(hashed) << "a replaced file with its modification time preserved must not keep the old digest";
 }
 
 TEST_F(Sharing, ARecipeRecordsItsFilesOverridesVariablesAndPositions) {

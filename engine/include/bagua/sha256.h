@@ -36,7 +36,9 @@ std::string sha256_hex(std::string_view bytes);
 std::string sha256_file(const std::string& path);
 
 // Like sha256_file(), but remembers each file's digest by its absolute
-// path, size and modification time in a small cache file, so a large data
+// path, device, inode, size, modification and change times in a small cache
+// file (a file replaced by one of the same size and preserved modification
+// time, as cp -p or rsync -a leave it, is hashed again), so a large data
 // set is hashed once, not on every run. The cache is
 // $BAGUA_HASH_CACHE, else $XDG_CACHE_HOME/bagua/file-sha256.json, else
 // ~/.cache/bagua/file-sha256.json; one that cannot be read or written is

@@ -24,6 +24,13 @@
 // 5. The wheel's LibTorch enables CMake's CUDA language and its -gencode
 //    flags itself (CMakeLists.txt); nccl.h comes from the wheel's nvidia-nccl
 //    package (engine/CMakeLists.txt).
+// 6. c10::Allocator::allocate(size_t) is const in 1.13 and non-const in the
+//    2.x the CUDA build uses (2.11 seen). An allocator of bagua's defines
+//    both, through BAGUA_ALLOCATOR_ALLOCATE(n): the one the base declares
+//    virtual is the override, the other an overload nothing calls. No
+//    version test, so no 2.x release in between can be guessed wrong.
+// 7. c10::Allocator::copy_data is pure virtual in 2.x and absent in 1.13:
+//    defined without `override`.
 #pragma once
 
 #include <torch/version.h>
@@ -46,6 +53,12 @@
 #include <system_error>
 #include <string>
 #include <type_traits>
+
+// Inside a class derived from c10::Allocator whose member
+// `c10::DataPtr IMPL(size_t n) const` does the work (item 6).
+#define BAGUA_ALLOCATOR_ALLOCATE(impl)                                   \
+  c10::DataPtr allocate(size_t n) const { return impl(n); }              \
+  c10::DataPtr allocate(size_t n) { return impl(n); }
 
 namespace bagua::compat {
 

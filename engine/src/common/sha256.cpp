@@ -119,6 +119,15 @@ std::string hash_cache_path() {
   return "";
 }
 
+// What the cache trusts a file by: a file replaced by another of the same
+// size with its modification time preserved (cp -p, rsync -a, tar x) has
+// another inode, and a new change time, which no tool can set.
+nlohmann::json file_stamp(const struct stat& st) {
+  auto ns = [](const timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  return {{"dev", static_cast<uint64_t>(st.st_dev)}, {"ino", static_cast<uint64_t>(st.st_ino)},
+          {"size", static_cast<int64_t>(st.st_size)}, {"mtime_ns", ns(st.st_mtim)}, {"ctime_ns", ns(st.st_ctim)}};
+}
+
 }  // namespace
 
 std::string cached_file_sha256(const std::string& path, bool* hashed,
@@ -130,7 +139,7 @@ std::string cached_file_sha256(const std::string& path, bool* hashed,
   std::error_code ec;
   const std::string key = fs::weakly_canonical(path, ec).string();
   const int64_t size = st.st_size;
-  const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const nlohmann::json stamp = file_stamp(st);
   const std::string cache = hash_cache_path();
   nlohmann::json entries = nlohmann::json::object();
   if (!cache.empty()) {
@@ -140,8 +149,8 @@ std::string cached_file_sha256(const std::string& path, bool* hashed,
       if (parsed.is_object()) entries = std::move(parsed);
     }
     auto it = entries.find(key);
-    if (it != entries.end() && it->is_object() && it->value("size", int64_t(-1)) == size &&
-        it->value("mtime_ns", int64_t(-1)) == mtime_ns && it->value("sha256", std::string()).size() == 64)
+    if (it != entries.end() && it->is_object() && it->contains("stamp") && (*it)["stamp"] == stamp &&
+        it->value("sha256", std::string()).size() == 64)
       return (*it)["sha256"].get<std::string>();
   }
   if (before_hashing) before_hashing(size);
@@ -150,9 +159,8 @@ std::string cached_file_sha256(const std::string& path, bool* hashed,
   if (!cache.empty()) {
     // Re-stat: a file changed while it was hashed is not remembered.
     struct stat after {};
-    if (::stat(path.c_str(), &after) == 0 && after.st_size == st.st_size &&
-        after.st_mtim.tv_sec == st.st_mtim.tv_sec && after.st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
-      entries[key] = {{"size", size}, {"mtime_ns", mtime_ns}, {"sha256", digest}};
+    if (::stat(path.c_str(), &after) == 0 && file_stamp(after) == stamp) {
+      entries[key] = {{"stamp", stamp}, {"sha256", digest}};
       fs::create_directories(fs::path(cache).parent_path(), ec);
       try {
         write_file_atomically(cache, entries.dump(1) + "\n");

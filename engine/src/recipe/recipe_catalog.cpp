@@ -350,15 +350,21 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
   recipe::SchemaFindings findings = recipe::check_against_schema(probe, recipe::recipe_schema(), ignored);
   std::error_code ec;
   fs::path dest_dir = fs::absolute(fs::path(dest), ec).parent_path();
-  for (const auto& key : findings.file_paths) {
+  auto rebase = [&](const std::string& key) {
     json* node = KeyPath::parse(key).find(tree.doc);
-    if (!node || !node->is_string()) continue;
+    if (!node || !node->is_string()) return;
     std::string value = *node;
-    if (value.find('$') != std::string::npos || fs::path(value).is_absolute()) continue;
+    if (value.find('$') != std::string::npos || fs::path(value).is_absolute()) return;
     fs::path from = fs::path(tree.locate(key).file).parent_path() / value;
     fs::path absolute = fs::absolute(from, ec).lexically_normal();
     fs::path rebased = absolute.lexically_relative(dest_dir);
     *node = rebased.empty() ? absolute.string() : rebased.string();
+  };
+  for (const auto& key : findings.file_paths) rebase(key);
+  // checkpoint.resume is a path too, relative to the recipe, unless a word.
+  if (const json* resume = KeyPath::parse("checkpoint.resume").find(tree.doc);
+      resume && resume->is_string() && *resume != "auto" && *resume != "never") {
+    rebase("checkpoint.resume");
   }
   tree.doc.erase("name");  // the copy is named after its own file
   // ... and writes its runs where its name says, never into the directory of

@@ -1,5 +1,7 @@
 #include "train/allocation_counter.h"
 
+#include "common/libtorch_compat.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
@@ -15,7 +17,10 @@ namespace bagua::train {
 struct AllocationCounter::Wrapper final : public c10::Allocator {
   Wrapper(c10::Allocator* inner, int64_t threshold) : inner(inner), threshold(threshold) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  // const in LibTorch 1.13, not in 2.x: both (common/libtorch_compat.h).
+  BAGUA_ALLOCATOR_ALLOCATE(counted)
+
+  c10::DataPtr counted(size_t n) const {
     if (on.load(std::memory_order_relaxed) && static_cast<int64_t>(n) >= threshold) {
       count.fetch_add(1, std::memory_order_relaxed);
       int64_t seen = largest.load(std::memory_order_relaxed);
@@ -25,7 +30,8 @@ struct AllocationCounter::Wrapper final : public c10::Allocator {
     return inner->allocate(n);
   }
   c10::DeleterFnPtr raw_deleter() const override { return inner->raw_deleter(); }
-  // Pure virtual in newer LibTorch (the CUDA build's wheel), absent in 1.13.
+  // Pure virtual in newer LibTorch (the CUDA build's wheel), absent in 1.13
+  // (common/libtorch_compat.h).
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
 
   c10::Allocator* inner;
