@@ -296,6 +296,21 @@ TEST(RecipeFusedFlatten, UnwrittenFlattenIsResolvedToFalseWithANote) {
   EXPECT_NE(r.notes[0].message.find("do_flatten=False"), std::string::npos);
 }
 
+// Training inputs normalized one way and evaluation inputs another: said
+// (a note), since the evaluation would measure the model on other data.
+TEST(RecipeNotes, TrainAndEvalNormalizedDifferentlyIsNoted) {
+  const std::string csv = source_path("recipes/fashion-thumbnails-csv.yaml");
+  Recipe differ = load_recipe(csv, {"data.train.normalize={mean: 0.3, std: 0.3}"});
+  ASSERT_EQ(differ.notes.size(), 1u);
+  EXPECT_EQ(differ.notes[0].key_path, "data.train.normalize");
+  EXPECT_NE(differ.notes[0].message.find("but data.eval.normalize is false"), std::string::npos)
+      << differ.notes[0].message;
+  EXPECT_TRUE(load_recipe(csv, {"data.train.normalize={mean: 0.3, std: 0.3}",
+                                "data.eval.normalize={mean: 0.3, std: 0.3}"}).notes.empty());
+  // IDX scales to [0, 1] by default on both sides: saying so on one is no mismatch.
+  EXPECT_TRUE(load_recipe(source_path("recipes/fashion-mnist-cnn.yaml"), {"data.train.normalize=true"}).notes.empty());
+}
+
 // valijson is the authority: it accepts every good recipe's resolved tree and
 // rejects every bad recipe whose errors the schema can see.
 TEST(RecipeSchemaAgreement, ValijsonAcceptsResolvedGoodRecipes) {

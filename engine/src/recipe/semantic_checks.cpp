@@ -299,6 +299,17 @@ struct Checker {
       if (every && *every != "never")
         notes.add(tree.locate("train.eval_every"), "train.eval_every", "no data.eval is set, so nothing is evaluated");
     }
+    // Normalized training inputs and raw evaluation inputs: the model would
+    // be evaluated on data scaled otherwise than it trained on.
+    const json* train_norm = at("data.train.normalize");
+    const json* eval_norm = at("data.eval.normalize");
+    if (eval && eval->is_object() && train_norm && eval_norm && *train_norm != *eval_norm &&
+        at("data.train.format") && at("data.eval.format") && *at("data.train.format") == *at("data.eval.format")) {
+      const std::string key = tree.written("data.train.normalize") ? "data.train.normalize" : "data.eval.normalize";
+      notes.add(tree.locate(key), key,
+                "data.train.normalize is " + train_norm->dump() + " but data.eval.normalize is " + eval_norm->dump() +
+                    ": the model is evaluated on inputs scaled otherwise than it trained on; set both the same");
+    }
   }
 };
 
