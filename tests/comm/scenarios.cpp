@@ -439,6 +439,33 @@ int scenario_p2p_ring() {
                                         "the receiver of a mismatched message");
     }
   }
+  if (world >= 2 && rank <= 1) {
+    // Two sends of one tag in flight, the first mismatched: each send gets
+    // its own receive's answer (answers once crossed: the matching send
+    // failed with a message contradicting itself, the other waited out the
+    // timeout), and the second fails at once, as the first broke the channel.
+    const auto t0 = std::chrono::steady_clock::now();
+    if (rank == 0) {
+      at::Tensor five = at::ones({5}), eight = at::ones({8});
+      bagua::Work first = bagua::isend(five, 1, nullptr, 8);
+      bagua::Work second = bagua::isend(eight, 1, nullptr, 8);
+      c.expect_throws<bagua::CommError>([&] { first.wait(); }, "the receiver expects float32 with 4 elements",
+                                        "the first of two sends in flight, mismatched");
+      c.expect_throws<bagua::CommError>([&] { second.wait(); }, "not received, as an earlier message to it with tag 8",
+                                        "the second of two sends in flight, behind a mismatch");
+    } else {
+      at::Tensor four = at::zeros({4}), eight = at::zeros({8});
+      bagua::Work first = bagua::irecv(four, 0, nullptr, 8);
+      bagua::Work second = bagua::irecv(eight, 0, nullptr, 8);
+      c.expect_throws<bagua::CommError>([&] { first.wait(); }, "the sender sends float32 with 5 elements",
+                                        "the first of two receives in flight, mismatched");
+      c.expect_throws<bagua::CommError>([&] { second.wait(); }, "not received, as an earlier message from rank 0",
+                                        "the second of two receives in flight, behind a mismatch");
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    c.expect(seconds < 10, "two sends in flight behind a mismatch fail at once, not after the timeout (" +
+                               std::to_string(seconds) + " s)");
+  }
   c.expect_throws<bagua::InvalidArgument>(
       [&] {
         at::Tensor t = at::zeros({1});

@@ -383,6 +383,12 @@ namespace {
 constexpr int kMaxP2pTag = 1 << 20;
 constexpr int kOfferTag = 0x6b000000;   // + tag: the sender's offer
 constexpr int kAnswerTag = 0x6c000000;  // + tag: the receiver's answer
+// The answer's first value: the offer matched the receive, did not, or came
+// after an earlier message of this sender and tag failed (its data is not
+// received). Answers are sent in the order of the receives, as the sender
+// posts its answer receives in the order of its sends: the k-th send gets
+// the k-th answer.
+constexpr int64_t kAnswerMismatch = 0, kAnswerMatched = 1, kAnswerEarlierFailed = 2;
 
 void check_tag(const Call& call, int tag) {
   if (tag < 0 || tag >= kMaxP2pTag) {
@@ -426,9 +432,14 @@ Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group, int 
   const std::string what = call.what + ": send to rank " + std::to_string(dst);
   const std::string mine = comm::describe_tensor(tensor);
   const auto timeout = call.timeout();
-  return call.work({offered, answered}, [data, offer, answer, sent, what, mine, timeout] {
+  return call.work({offered, answered}, [data, offer, answer, sent, what, mine, timeout, tag] {
     const at::Tensor a = answer[0];
-    if (a[0].item<int64_t>() != 1) {
+    if (a[0].item<int64_t>() == kAnswerEarlierFailed) {
+      if (sent) sent->abort();
+      throw CommError(what + ": not received, as an earlier message to it with tag " + std::to_string(tag) +
+                      " failed there");
+    }
+    if (a[0].item<int64_t>() != kAnswerMatched) {
       if (sent) sent->abort();
       throw CommError(what + ": the receiver expects " +
                       comm::dtype_name(static_cast<at::ScalarType>(a[1].item<int64_t>())) + " with " +
@@ -481,14 +492,13 @@ Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group, int tag) {
   pending->thread = std::thread([call, offer, offered, channel, ticket, pending, tensors, what, mine, timeout, type,
                                  numel, src, tag]() mutable {
     std::string failure;
-    bool matched = false;
+    bool matched = false, arrived = false;
     try {
       offered->wait(timeout);
+      arrived = true;
       const at::Tensor o = offer[0];
       const int64_t their_type = o[0].item<int64_t>(), their_numel = o[1].item<int64_t>();
       matched = their_type == type && their_numel == numel;
-      std::vector<at::Tensor> answer{at::tensor({int64_t(matched ? 1 : 0), type, numel}, at::kLong)};
-      call.launch([&](comm::Backend& b) { return b.send(answer, src, kAnswerTag + tag); })->wait(timeout);
       if (!matched) {
         failure = what + ": the sender sends " + comm::dtype_name(static_cast<at::ScalarType>(their_type)) +
                   " with " + std::to_string(their_numel) + " elements, this rank expects " + mine;
@@ -496,14 +506,21 @@ Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group, int tag) {
     } catch (const std::exception& e) {
       failure = what + " failed: " + comm::message_of(e);
     }
-    // Post the data's receive in turn (or fail, and fail the later ones).
+    // In turn: answer the offer and post the data's receive (or fail, and
+    // fail the later ones).
     std::unique_lock<std::mutex> lock(channel->mutex);
     if (!channel->turn.wait_for(lock, timeout, [&] { return channel->posted == ticket; })) {
       pending->error = std::make_exception_ptr(CommError(what + ": timed out behind an earlier receive"));
       return;
     }
     try {
-      if (!channel->broken.empty()) {
+      const bool earlier_failed = !channel->broken.empty();
+      if (arrived) {
+        const int64_t code = earlier_failed ? kAnswerEarlierFailed : matched ? kAnswerMatched : kAnswerMismatch;
+        std::vector<at::Tensor> answer{at::tensor({code, type, numel}, at::kLong)};
+        call.launch([&](comm::Backend& b) { return b.send(answer, src, kAnswerTag + tag); })->wait(timeout);
+      }
+      if (earlier_failed) {
         failure = what + ": not received, as an earlier message from rank " + std::to_string(src) +
                   " with tag " + std::to_string(tag) + " failed (" + channel->broken + ")";
       } else if (!failure.empty()) {
