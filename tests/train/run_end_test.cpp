@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -87,6 +88,29 @@ TEST_F(RunTest, APortInUseIsOneLineWithoutLibTorchsLogNoise) {
   ::close(again);
   EXPECT_EQ(debug.exit_code, 2) << debug.output;
   EXPECT_TRUE(contains(debug.output, "socket.cpp")) << "BAGUA_DEBUG shows LibTorch's lines:\n" << debug.output;
+}
+
+// An elastic job whose store port is held by another program (issue 43,
+// item 12): said at once, not taken for the store (the node then waited out
+// distributed.timeout_s as the program never answered).
+TEST_F(RunTest, AnElasticJobsPortHeldByAnotherProgramIsSaidAtOnce) {
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(holder, 4), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  RunOutcome r = bagua_run(write_recipe("foreign") + " --nnodes 1:2 --master-port " +
+                           std::to_string(ntohs(addr.sin_port)) + " --set distributed.timeout_s=120");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(holder);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "is held by a process that is not a bagua rendezvous store")) << r.output;
+  EXPECT_LT(seconds, 60.0) << "not after distributed.timeout_s";
 }
 
 }  // namespace

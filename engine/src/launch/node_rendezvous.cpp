@@ -1,5 +1,6 @@
 // The two rendezvous of the run agent (launch/node_rendezvous.h).
 #include "launch/node_rendezvous.h"
+#include "launch/progress_monitor.h"
 
 #include "launch/signal_relay.h"
 
@@ -85,6 +86,13 @@ class ElasticNodeRendezvous : public NodeRendezvous {
       say_("cannot reach the elastic job's store at " + endpoint + " (distributed.master_addr, master_port) within " +
            std::to_string(d_.timeout_s) + " s (distributed.timeout_s): " + comm::message_of(e));
       return kExitWorkerFailed;
+    }
+    // Another program on the port would otherwise be taken for the store
+    // and leave this node waiting out distributed.timeout_s.
+    if (!is_bagua_store(store, std::chrono::seconds(10))) {
+      say_(endpoint + " (distributed.master_addr, master_port) is held by a process that is not a bagua "
+           "rendezvous store; stop it, or choose another port (--master-port, or --rdzv-endpoint HOST:PORT)");
+      return kExitInvalidInput;
     }
     ElasticOptions eo;
     eo.min_nodes = d_.nnodes;

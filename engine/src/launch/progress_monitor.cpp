@@ -341,9 +341,23 @@ RendezvousServer::RendezvousServer(const std::string& addr, int port) : impl_(st
     auto store = comm::make_tcp_store(addr, port, /*is_server=*/true, 1, std::chrono::seconds(2));
     impl_->port = static_cast<c10d::TCPStore&>(*store).getPort();
     impl_->store = store;
+    // What tells bagua's clients that this is one of its stores
+    // (is_bagua_store()), not another process on the port.
+    store->set(kBaguaStoreKey, std::vector<uint8_t>{'1'});
   } catch (const std::exception& e) {
     throw ConfigError("cannot serve the rendezvous on port " + std::to_string(port) +
                       " (distributed.master_port; is another job using it?): " + e.what());
+  }
+}
+
+bool is_bagua_store(const comm::StorePtr& store, std::chrono::seconds within) {
+  try {
+    // Waited for, not checked: a client may connect between the server's
+    // start and its set().
+    store->wait({kBaguaStoreKey}, std::chrono::duration_cast<std::chrono::milliseconds>(within));
+    return true;
+  } catch (const std::exception&) {
+    return false;  // the key never came, or no answer a TCPStore would give
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <bagua/launch.h>
 
+#include "comm/c10d_compat.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -86,3 +88,15 @@ class ProgressMonitor {
 };
 
 }  // namespace bagua::launch
+
+namespace bagua {
+
+// The key every RendezvousServer sets, so that a client can tell one of
+// bagua's stores from another process listening on the port.
+inline constexpr const char* kBaguaStoreKey = "bagua/store";
+
+// Whether `store` (a client) answers as a RendezvousServer within `within`:
+// false when its key is missing or no TCPStore answer comes.
+bool is_bagua_store(const comm::StorePtr& store, std::chrono::seconds within);
+
+}  // namespace bagua
