@@ -59,33 +59,52 @@ TEST_F(RunTest, OnATerminalTheProgressBarStaysInItsFinalState) {
   EXPECT_NE(drawn.find("done: 24 steps", last), std::string::npos) << drawn.substr(last);
 }
 
+// A port held by a plain listening socket of this process (not a store)
+// while the object lives; `port` 0 picks a free one.
+class HeldPort {
+ public:
+  explicit HeldPort(int port = 0) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd_, 4) != 0) {
+      ADD_FAILURE() << "cannot hold a port";
+      return;
+    }
+    socklen_t len = sizeof(addr);
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port_ = ntohs(addr.sin_port);
+  }
+  ~HeldPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+  std::string port() const { return std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
 // A port in use is one line from bagua, not LibTorch's log lines before it
 // (glog's "Logging before InitGoogleLogging()", c10d's bind warnings).
 TEST_F(RunTest, APortInUseIsOneLineWithoutLibTorchsLogNoise) {
-  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(holder, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
-  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(holder, 1), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
-  RunOutcome r = bagua_run(write_recipe("port") + " --master-port " + std::to_string(port));
-  ::close(holder);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "distributed.master_port")) << r.output;
-  EXPECT_FALSE(contains(r.output, "InitGoogleLogging")) << r.output;
-  EXPECT_FALSE(contains(r.output, "socket.cpp")) << r.output;
+  std::string port;
+  {
+    HeldPort held;
+    port = held.port();
+    RunOutcome r = bagua_run(write_recipe("port") + " --master-port " + port);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, "distributed.master_port")) << r.output;
+    EXPECT_FALSE(contains(r.output, "InitGoogleLogging")) << r.output;
+    EXPECT_FALSE(contains(r.output, "socket.cpp")) << r.output;
+  }
   // BAGUA_DEBUG keeps them.
-  const int again = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(again, 0);
-  ASSERT_EQ(::bind(again, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(again, 1), 0);
-  RunOutcome debug = bagua_run(write_recipe("port-debug") + " --master-port " + std::to_string(port), "BAGUA_DEBUG=1");
-  ::close(again);
+  HeldPort again(std::stoi(port));
+  RunOutcome debug = bagua_run(write_recipe("port-debug") + " --master-port " + again.port(), "BAGUA_DEBUG=1");
   EXPECT_EQ(debug.exit_code, 2) << debug.output;
   EXPECT_TRUE(contains(debug.output, "socket.cpp")) << "BAGUA_DEBUG shows LibTorch's lines:\n" << debug.output;
 }
@@ -94,20 +113,11 @@ TEST_F(RunTest, APortInUseIsOneLineWithoutLibTorchsLogNoise) {
 // item 12): said at once, not taken for the store (the node then waited out
 // distributed.timeout_s as the program never answered).
 TEST_F(RunTest, AnElasticJobsPortHeldByAnotherProgramIsSaidAtOnce) {
-  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(holder, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(holder, 4), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  HeldPort held;
   const auto t0 = std::chrono::steady_clock::now();
-  RunOutcome r = bagua_run(write_recipe("foreign") + " --nnodes 1:2 --master-port " +
-                           std::to_string(ntohs(addr.sin_port)) + " --set distributed.timeout_s=120");
+  RunOutcome r = bagua_run(write_recipe("foreign") + " --nnodes 1:2 --master-port " + held.port() +
+                           " --set distributed.timeout_s=120");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ::close(holder);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "is held by a process that is not a bagua rendezvous store")) << r.output;
   EXPECT_LT(seconds, 60.0) << "not after distributed.timeout_s";
