@@ -60,9 +60,24 @@ void ElasticRendezvous::check_ended() {
   }
 }
 
+// The job's workers per node are those of its first node: a node that runs
+// another number is refused here, before it is counted in any round, so the
+// job goes on without it (once it ended every node alike).
+void ElasticRendezvous::check_workers_per_node() {
+  const std::string mine = std::to_string(options_.nproc_per_node);
+  const auto held = store_->compareSet(std::string(kPrefix) + "nproc_per_node", {}, bytes(mine));
+  const std::string job(held.begin(), held.end());
+  if (job != mine) {
+    throw ConfigError("this node (" + options_.node_name + ") runs " + mine + " workers, the elastic job's nodes " +
+                      job + " each (distributed.nproc_per_node): it is not admitted, and the job goes on without "
+                      "it; start it with --nproc-per-node " + job);
+  }
+}
+
 RoundMembership ElasticRendezvous::join(int from, bool returning) {
   const auto& o = options_;
   const nlohmann::json me = {{"name", o.node_name}, {"nproc_per_node", o.nproc_per_node}};
+  check_workers_per_node();
   for (int round = from;; ++round, returning = false) {
     check_ended();
     // The previous round's size, when this one follows one that trained:

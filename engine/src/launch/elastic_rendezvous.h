@@ -97,6 +97,7 @@ class ElasticRendezvous {
   int64_t counter(const std::string& key, int64_t add);
   std::optional<std::string> value(const std::string& key);
   void check_ended();
+  void check_workers_per_node();
 
   comm::StorePtr store_;
   ElasticOptions options_;
