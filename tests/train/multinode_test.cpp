@@ -549,6 +549,8 @@ class ElasticExample {
     }
     return store;
   }
+  // Adds `args` to every node's command line (bagua's own agents).
+  void add_to_command(const std::string& args) { command_ += args; }
   void kill(int pod) { pods_.kill_node(pod); }
   fs::path out() const { return dir_ / "elastic"; }
   fs::path samples() const { return dir_ / "samples.txt"; }
@@ -749,6 +751,39 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentGrowsWhenANodeJoins) {
   const auto changes = job.resizes();
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0]["resized"]["world_size"], nlohmann::json::array({4, 6})) << changes[0];
+  job.expect_every_sample_at_most_twice_in_the_padding(all);
+}
+
+// A joiner arrives first in the next round, so it is rank 0, which picks
+// the checkpoint: with checkpoint.resume: never it once moved the job's
+// checkpoints aside (and its peers crashed), with a PATH it rolled the job
+// back there (issue 43, item 1). Every round after the first resumes from
+// the newest checkpoint, on every node.
+TEST_F(MultiNodeTest, AJoinerWithResumeNeverContinuesTheJobFromItsNewestCheckpoint) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  job.add_to_command(" --set checkpoint.resume=never");
+  std::unique_ptr<Node> agents[3];
+  for (int node = 0; node < 2; ++node) agents[node] = job.start(node);
+  ASSERT_TRUE(job.wait_for_step(20)) << agents[0]->output();
+  agents[2] = job.start(2);
+  int codes[3];
+  std::string all;
+  for (int node = 0; node < 3; ++node) {
+    codes[node] = agents[node]->wait(std::chrono::seconds(240));
+    all += "\n---- node " + std::to_string(node) + ":\n" + agents[node]->output();
+  }
+  for (int node = 0; node < 3; ++node) ASSERT_EQ(codes[node], 0) << all;
+  EXPECT_NE(all.find("round 1: 3 nodes x 2 workers = 6 workers (nodes 0 node-2"), std::string::npos)
+      << "node 2 arrived first\n" << all;
+  EXPECT_NE(all.find("resized: 4 workers -> 6"), std::string::npos) << all;
+  EXPECT_EQ(all.find("done again"), std::string::npos) << "nothing rolled back\n" << all;
+  EXPECT_EQ(all.find("moved the earlier run's checkpoints"), std::string::npos) << all;
+  for (const auto& e : fs::directory_iterator(job.out())) {
+    EXPECT_EQ(e.path().filename().string().rfind("checkpoints-before-", 0), std::string::npos)
+        << "the job's checkpoints were moved aside: " << e.path();
+  }
   job.expect_every_sample_at_most_twice_in_the_padding(all);
 }
 

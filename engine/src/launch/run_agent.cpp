@@ -125,6 +125,12 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
     const launch::NodeRendezvous::Next next = rendezvous.next_round(round, returning);
     if (!next.round) return next.exit_code;
     const launch::RoundMembership& m = *next.round;
+    // A round after the first continues the job from its newest checkpoint,
+    // on every node: a node's history does not decide it (a newcomer, whose
+    // first round this is, is often rank 0, which picks the checkpoint; with
+    // the recipe's resume: PATH or never it rolled the job back or moved its
+    // checkpoints aside).
+    if (m.round > 0) resume_from_newest(recipe, opts, resume_added);
     opts.nnodes = m.nnodes;
     opts.node_rank = m.node_rank;
     // Rank 0's output, or every local rank's when rank 0 lives on another node.
