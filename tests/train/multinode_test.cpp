@@ -549,6 +549,27 @@ class ElasticExample {
     }
     return store;
   }
+  // Pods 0 and 1 train; pod 2 starts once the job reached `step`, and every
+  // pod is waited for: their exit codes (all -1 when the step was never
+  // reached) and outputs, each headed "---- pod K:".
+  struct Grown {
+    std::vector<int> codes;
+    std::string all;
+  };
+  Grown grow_by_one_at(int64_t step) {
+    Grown g;
+    std::unique_ptr<Node> pods[3];
+    for (int pod = 0; pod < 2; ++pod) pods[pod] = start(pod);
+    const bool reached = wait_for_step(step);
+    if (reached) pods[2] = start(2);
+    for (int pod = 0; pod < 3; ++pod) {
+      if (!pods[pod]) continue;
+      const int code = pods[pod]->wait(std::chrono::seconds(240));
+      g.codes.push_back(reached ? code : -1);
+      g.all += "\n---- pod " + std::to_string(pod) + ":\n" + pods[pod]->output();
+    }
+    return g;
+  }
   // Adds `args` to every node's command line (bagua's own agents).
   void add_to_command(const std::string& args) { command_ += args; }
   void kill(int pod) { pods_.kill_node(pod); }
@@ -657,17 +678,9 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
   first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
   first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
   ElasticExample example(dir_, dir_ / "images960.idx", dir_ / "labels960.idx");
-  std::unique_ptr<Node> agents[3];
-  for (int pod = 0; pod < 2; ++pod) agents[pod] = example.start(pod);
-  ASSERT_TRUE(example.wait_for_step(20)) << agents[0]->output();
-  agents[2] = example.start(2);
-  int codes[3];
-  std::string all;
-  for (int pod = 0; pod < 3; ++pod) {
-    codes[pod] = agents[pod]->wait(std::chrono::seconds(240));
-    all += "\n---- pod " + std::to_string(pod) + ":\n" + agents[pod]->output();
-  }
-  for (int pod = 0; pod < 3; ++pod) ASSERT_EQ(codes[pod], 0) << all;
+  const ElasticExample::Grown grown = example.grow_by_one_at(20);
+  const std::string& all = grown.all;
+  ASSERT_EQ(grown.codes, std::vector<int>({0, 0, 0})) << all;
   EXPECT_NE(all.find("stopped by a signal at step"), std::string::npos) << "a checkpoint at the stop\n" << all;
   EXPECT_NE(all.find("resized: 4 workers -> 6"), std::string::npos) << all;
   EXPECT_EQ(all.find("done again"), std::string::npos) << "nothing rolled back\n" << all;
@@ -729,17 +742,9 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentGrowsWhenANodeJoins) {
   first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
   first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
   ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
-  std::unique_ptr<Node> agents[3];
-  for (int node = 0; node < 2; ++node) agents[node] = job.start(node);
-  ASSERT_TRUE(job.wait_for_step(20)) << agents[0]->output();
-  agents[2] = job.start(2);
-  int codes[3];
-  std::string all;
-  for (int node = 0; node < 3; ++node) {
-    codes[node] = agents[node]->wait(std::chrono::seconds(240));
-    all += "\n---- node " + std::to_string(node) + ":\n" + agents[node]->output();
-  }
-  for (int node = 0; node < 3; ++node) ASSERT_EQ(codes[node], 0) << all;
+  const ElasticExample::Grown grown = job.grow_by_one_at(20);
+  const std::string& all = grown.all;
+  ASSERT_EQ(grown.codes, std::vector<int>({0, 0, 0})) << all;
   EXPECT_NE(all.find("round 0: 2 nodes x 2 workers = 4 workers"), std::string::npos) << all;
   EXPECT_NE(all.find("round 0 stopped: node-2 is waiting in round 1"), std::string::npos) << all;
   EXPECT_NE(all.find("round 1: 3 nodes x 2 workers = 6 workers (nodes 0 node-2"), std::string::npos)
@@ -764,17 +769,9 @@ TEST_F(MultiNodeTest, AJoinerWithResumeNeverContinuesTheJobFromItsNewestCheckpoi
   first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
   ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
   job.add_to_command(" --set checkpoint.resume=never");
-  std::unique_ptr<Node> agents[3];
-  for (int node = 0; node < 2; ++node) agents[node] = job.start(node);
-  ASSERT_TRUE(job.wait_for_step(20)) << agents[0]->output();
-  agents[2] = job.start(2);
-  int codes[3];
-  std::string all;
-  for (int node = 0; node < 3; ++node) {
-    codes[node] = agents[node]->wait(std::chrono::seconds(240));
-    all += "\n---- node " + std::to_string(node) + ":\n" + agents[node]->output();
-  }
-  for (int node = 0; node < 3; ++node) ASSERT_EQ(codes[node], 0) << all;
+  const ElasticExample::Grown grown = job.grow_by_one_at(20);
+  const std::string& all = grown.all;
+  ASSERT_EQ(grown.codes, std::vector<int>({0, 0, 0})) << all;
   EXPECT_NE(all.find("round 1: 3 nodes x 2 workers = 6 workers (nodes 0 node-2"), std::string::npos)
       << "node 2 arrived first\n" << all;
   EXPECT_NE(all.find("resized: 4 workers -> 6"), std::string::npos) << all;
