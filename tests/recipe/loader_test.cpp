@@ -296,6 +296,26 @@ TEST(RecipeFusedFlatten, UnwrittenFlattenIsResolvedToFalseWithANote) {
   EXPECT_NE(r.notes[0].message.find("do_flatten=False"), std::string::npos);
 }
 
+// A base that cannot be read is one error: not also "missing required key"
+// for each key it would have given.
+TEST(RecipeExtends, AMissingBaseIsOneErrorNotAlsoTheKeysItWouldHaveGiven) {
+  try {
+    load_recipe(source_path("tests/fixtures/recipes/bad/extends_missing_sparse.yaml"));
+    FAIL() << "loaded";
+  } catch (const RecipeError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
+    EXPECT_EQ(e.diagnostics()[0].key_path, "extends");
+    EXPECT_NE(e.diagnostics()[0].message.find("extended recipe not found"), std::string::npos) << e.what();
+  }
+  // Without a failed extends, a missing key is reported as ever.
+  try {
+    load_recipe(source_path("tests/fixtures/recipes/bad/missing_model.yaml"));
+    FAIL() << "loaded";
+  } catch (const RecipeError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing required key \"model\""), std::string::npos) << e.what();
+  }
+}
+
 // Training inputs normalized one way and evaluation inputs another: said
 // (a note), since the evaluation would measure the model on other data.
 TEST(RecipeNotes, TrainAndEvalNormalizedDifferentlyIsNoted) {

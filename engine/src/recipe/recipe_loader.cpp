@@ -100,7 +100,20 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
 
   // The name defaults to the file's stem; the output directory to runs/<name>.
   if (!tree.doc.contains("name")) tree.doc["name"] = std::filesystem::path(path).stem().string();
+  // A base that could not be read would have given keys the schema now
+  // finds missing: its one error says it; "missing required key" after it
+  // would only repeat it.
+  const bool base_unread = std::any_of(diags.items.begin(), diags.items.end(), [](const Diagnostic& d) {
+    return d.key_path.rfind("extends", 0) == 0;
+  });
   SchemaFindings findings = check_against_schema(tree, schema, diags);
+  if (base_unread) {
+    diags.items.erase(std::remove_if(diags.items.begin(), diags.items.end(),
+                                     [](const Diagnostic& d) {
+                                       return d.message.rfind("missing required key", 0) == 0;
+                                     }),
+                      diags.items.end());
+  }
   if (diags.empty()) {
     // The walker found nothing: valijson must agree, or its words are shown.
     for (const auto& [where, message] : valijson_errors(tree.doc))
