@@ -31,9 +31,12 @@ build_packages=(
   zlib1g-dev            # gzipped IDX data sets (zlib inflate)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protos, engine/src/train/tensorboard_event.proto)
   libhiredis-dev        # Redis client (dataset cache)
+  libjpeg62-turbo-dev   # JPEG decoding (image_folder data sets)
+  libpng-dev            # PNG decoding (image_folder data sets)
 )
 runtime_packages=(
   libtorch1.13 libgloo0 libyaml-cpp0.7 libhiredis0.14 libprotobuf32 zlib1g
+  libjpeg62-turbo libpng16-16  # JPEG and PNG decoding (image_folder data sets)
   libopenblas0-openmp   # a fast BLAS for LibTorch (the default libblas3 is the slow reference one); honours OMP_NUM_THREADS
   redis-server          # Redis server (spawned by the cache and its tests)
   iproute2 procps       # ip/tc (bagua bench --link, multi-node tests), ps
