@@ -247,6 +247,9 @@ void print_plan(std::ostream& out, const Plan& plan) {
     out << "           " << plural(s.epochs, "epoch")
         << (s.max_steps ? ", max_steps " + std::to_string(*s.max_steps) : std::string()) << ": "
         << plural(s.total, "step") << " in all\n";
+    if (s.read_bytes_per_step > 0)
+      out << "           streamed: each worker reads " << bytes(s.read_bytes_per_step)
+          << " of data files per step (data memory is its file list only)\n";
     out << "           train: " << plan.train_data << "\n";
     if (!plan.eval_data.empty()) out << "           eval: " << plan.eval_data << "\n";
   } else {

@@ -76,7 +76,10 @@ def rows(path, schema, required=()):
         out.append(f"| `{key}`{req} | {accepts(prop)} | {fmt_default(default_of(prop))} | {description(prop)} |")
         # A value that is a scalar or a mapping (normalize: false or {mean, std}): the mapping's keys below it.
         branches = [resolve(b) for b in resolve(prop).get("anyOf", [])]
-        if any(b.get("type") not in ("null", "object") for b in branches):
+        # An optional small mapping (random_crop: null or {padding}) too; data.cache and the data
+        # sources have sections of their own.
+        optional_mapping = key != "data.cache" and any("properties" in b and "x-variant-noun" not in b for b in branches)
+        if optional_mapping or any(b.get("type") not in ("null", "object") for b in branches):
             for b in branches:
                 if "properties" in b:
                     out += rows(key, b, b.get("required", []))

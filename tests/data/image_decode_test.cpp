@@ -1,8 +1,11 @@
-// decode_image and augment_image (engine/src/data/image_decode.h) on real
-// files: every JPEG and PNG here is written by libjpeg or libpng in the test
-// itself, from pixels the test knows, then decoded and compared.
+// decode_image and augment_image (engine/src/data/image_decode.h), and the
+// image_folder data source over them, on real files: every JPEG and PNG
+// here is written by libjpeg or libpng in the test itself, from pixels the
+// test knows, then decoded and compared.
 #include "data/data_test_support.h"
 #include "data/image_decode.h"
+
+#include <bagua/data_files.h>
 
 #include <ATen/ATen.h>
 
@@ -30,6 +33,7 @@ using data::decode_image;
 using data::ImageError;
 using data::ImageGeometry;
 using testing::TempDir;
+using testing::write_file;
 
 // Interleaved 8-bit pixels of a test image.
 struct Image {
@@ -562,6 +566,157 @@ TEST(ImageDecodeAugment, SeedsDifferAcrossEpochsAndIndices) {
   EXPECT_NE(augment_seed(1, 0, 0), augment_seed(2, 0, 0));
   EXPECT_NE(augment_seed(1, 1, 0), augment_seed(1, 0, 1));
   EXPECT_EQ(augment_seed(1, 3, 4), augment_seed(1, 3, 4));
+}
+
+// ------------------------------------------------------------------ image_folder
+
+// ROOT/CLASS/NAME with a constant image of `value` (gray, 8 x 8) in each.
+class ImageFolderTest : public ::testing::Test {
+ protected:
+  std::string root() const { return dir_.file("root"); }
+  std::string add(const std::string& cls, const std::string& name, int value, bool jpeg = false) {
+    std::filesystem::create_directories(root() + "/" + cls);
+    const std::string path = root() + "/" + cls + "/" + name;
+    Image img = make_image(8, 8, 1, [&](int, int x, int) { return x < 4 ? value : value / 2; });
+    if (jpeg) write_jpeg(path, img);
+    else write_png(path, img);
+    return path;
+  }
+  DataSource source(std::vector<int64_t> shape = {1, 8, 8}) const {
+    DataSource s;
+    s.format = DataFormat::kImageFolder;
+    s.path = root();
+    s.input_shape = std::move(shape);
+    return s;
+  }
+  std::string load_error(const DataSource& s, const std::vector<int64_t>& batch) const {
+    try {
+      load_dataset(s, TargetKind::kClassIndex)->get_batch(batch);
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  TempDir dir_;
+};
+
+TEST_F(ImageFolderTest, ClassesAreSortedDirectoriesAndFilesSortedWithinEach) {
+  add("zebra", "b.png", 10);
+  add("ant", "2.PNG", 20);
+  add("ant", "1.jpg", 30, true);
+  add("ant/sub", "0.png", 40);  // a subdirectory belongs to its class, after the class's own files
+  add("mole", "x.jpeg", 50, true);
+  write_file(root() + "/mole/notes.txt", "not an image");
+  std::filesystem::create_directories(root() + "/.hidden");
+  write_file(root() + "/.hidden/x.png", "");
+  const ImageFolderListing listing = list_image_folder(root(), true);
+  EXPECT_EQ(listing.classes, (std::vector<std::string>{"ant", "mole", "zebra"}));
+  std::vector<std::string> names;
+  for (const auto& f : listing.files) names.push_back(f.substr(root().size() + 1));
+  EXPECT_EQ(names, (std::vector<std::string>{"ant/1.jpg", "ant/2.PNG", "ant/sub/0.png", "mole/x.jpeg", "zebra/b.png"}));
+  EXPECT_EQ(listing.labels, (std::vector<int64_t>{0, 0, 0, 1, 2}));
+  EXPECT_EQ(listing.other_files, 1);
+  auto data = load_dataset(source(), TargetKind::kClassIndex);
+  ASSERT_EQ(data->size(), 5);
+  EXPECT_EQ(data->num_classes(), 3);
+  Batch b = data->get_batch({4, 1});
+  EXPECT_EQ(b.input.sizes(), (std::vector<int64_t>{2, 1, 8, 8}));
+  EXPECT_EQ(b.input.scalar_type(), at::kFloat);
+  EXPECT_FLOAT_EQ(b.input[0][0][0][0].item<float>(), 10.0f / 255.0f);  // ToTensor's scaling
+  EXPECT_FLOAT_EQ(b.input[1][0][0][0].item<float>(), 20.0f / 255.0f);
+  EXPECT_EQ(b.target[0].item<int64_t>(), 2);
+  EXPECT_EQ(b.target[1].item<int64_t>(), 0);
+  EXPECT_NE(data->describe().find("5 images in 3 classes (1 other files ignored)"), std::string::npos)
+      << data->describe();
+}
+
+TEST_F(ImageFolderTest, LoadSamplesKeepsPixelsAndFinishAugmentsPerEpochAndNormalizes) {
+  for (int i = 0; i < 6; ++i) add("c" + std::to_string(i % 2), std::to_string(i) + ".png", 40 * i + 20);
+  DataSource s = source();
+  s.mean_std = {{0.5}, {0.25}};
+  s.random_flip = true;
+  s.crop_padding = 2;
+  LoadOptions train;
+  train.augment = true;
+  train.augment_seed = 7;
+  auto data = load_dataset(s, TargetKind::kClassIndex, train);
+  const std::vector<int64_t> all{0, 1, 2, 3, 4, 5};
+  Batch raw = data->load_samples(all);
+  EXPECT_EQ(raw.input.scalar_type(), at::kByte);  // what a cache holds
+  Batch plain = data->get_batch(all);             // epoch -1: no augmentation
+  EXPECT_TRUE(at::allclose(plain.input, (raw.input.to(at::kFloat) / 255.0 - 0.5) / 0.25));
+  Batch e1 = data->get_training_batch(all, 1), again = data->get_training_batch(all, 1);
+  Batch e2 = data->get_training_batch(all, 2);
+  EXPECT_TRUE(at::equal(e1.input, again.input)) << "the same epoch draws the same augmentations";
+  EXPECT_FALSE(at::equal(e1.input, e2.input)) << "another epoch draws others";
+  EXPECT_FALSE(at::equal(e1.input, plain.input));
+  EXPECT_TRUE(at::equal(e1.target, plain.target));
+  // The same sample in another batch, at another place, is augmented alike.
+  Batch alone = data->get_training_batch({3}, 1);
+  EXPECT_TRUE(at::equal(alone.input[0], e1.input[3]));
+  // An eval set (no augment option) ignores random_flip and random_crop.
+  auto eval = load_dataset(s, TargetKind::kClassIndex, LoadOptions{});
+  EXPECT_TRUE(at::equal(eval->get_training_batch(all, 1).input, plain.input));
+}
+
+TEST_F(ImageFolderTest, ACorruptJpegAndATruncatedPngStopTheBatchNamingTheFile) {
+  add("a", "good.png", 100);
+  const std::string jpeg = add("a", "bad.jpg", 100, true);
+  const std::string png = add("b", "cut.png", 100);
+  std::string bytes = read_bytes(jpeg);
+  for (size_t i = bytes.size() / 3; i < bytes.size() - 2; i += 7) bytes[i] = static_cast<char>(0xff);
+  write_file(jpeg, bytes);
+  write_first_half(png, png);
+  const std::string first = load_error(source(), {0});  // a/bad.jpg sorts first
+  EXPECT_NE(first.find(jpeg + ": cannot read the image:"), std::string::npos) << first;
+  EXPECT_NE(first.find("skip_unreadable"), std::string::npos) << first;
+  const std::string cut = load_error(source(), {2});
+  EXPECT_NE(cut.find(png + ": cannot read the image:"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("truncated PNG data"), std::string::npos) << cut;
+  EXPECT_EQ(load_error(source(), {1}), "no error");
+}
+
+TEST_F(ImageFolderTest, SkipUnreadableReplacesAFileByTheNextReadableOneAndCountsIt) {
+  const std::string bad = add("a", "0.png", 10);
+  add("a", "1.png", 60);
+  add("b", "2.png", 90);
+  write_file(bad, "not a png at all");
+  DataSource s = source();
+  s.skip_unreadable = true;
+  auto data = load_dataset(s, TargetKind::kClassIndex);
+  ::testing::internal::CaptureStderr();
+  Batch b = data->get_batch({0, 0, 2});
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(b.input.size(0), 3);
+  EXPECT_FLOAT_EQ(b.input[0][0][0][0].item<float>(), 60.0f / 255.0f);  // a/1.png in its place
+  EXPECT_EQ(b.target[0].item<int64_t>(), 0);
+  EXPECT_EQ(data->skipped_samples(), 2);
+  // Said once for the file, though skipped twice.
+  size_t times = 0;
+  for (size_t at = said.find(bad); at != std::string::npos; at = said.find(bad, at + 1)) ++times;
+  EXPECT_EQ(times, 1u) << said;
+}
+
+TEST_F(ImageFolderTest, AnEmptyClassOrNoClassIsAnErrorNamingThePath) {
+  std::filesystem::create_directories(root());
+  EXPECT_NE(load_error(source(), {0}).find(root() + ": no class directory"), std::string::npos);
+  add("a", "0.png", 1);
+  std::filesystem::create_directories(root() + "/empty");
+  EXPECT_NE(load_error(source(), {0}).find(root() + "/empty: an empty class directory"), std::string::npos);
+  EXPECT_NE(load_error(source({2, 8, 8}), {0}).find("C 1 or 3"), std::string::npos);
+}
+
+TEST_F(ImageFolderTest, TheLoadBalancingComplexityIsTheFileSize) {
+  const std::string a = add("a", "0.png", 1);
+  const std::string b = add("b", "1.jpg", 1, true);
+  LoadOptions options;
+  options.complexity_field = "file_size";
+  auto data = load_dataset(source(), TargetKind::kClassIndex, options);
+  ASSERT_EQ(data->complexities().size(), 2u);
+  EXPECT_EQ(data->complexities()[0], static_cast<double>(std::filesystem::file_size(a)));
+  EXPECT_EQ(data->complexities()[1], static_cast<double>(std::filesystem::file_size(b)));
+  options.complexity_field = "pixels";
+  EXPECT_THROW(load_dataset(source(), TargetKind::kClassIndex, options), DataError);
 }
 
 }  // namespace

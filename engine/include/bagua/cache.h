@@ -156,9 +156,15 @@ class CachedDataset : public Dataset {
 
   int64_t size() const override { return dataset_->size(); }
   Batch get_batch(const std::vector<int64_t>& indices) const override;
+  Batch load_samples(const std::vector<int64_t>& indices) const override;
+  void finish_samples(Batch& batch, const std::vector<int64_t>& indices, int64_t epoch) const override {
+    dataset_->finish_samples(batch, indices, epoch);
+  }
   std::string describe() const override;
   int64_t num_classes() const override { return dataset_->num_classes(); }
   int64_t memory_bytes() const override { return dataset_->memory_bytes(); }
+  double read_bytes_per_sample() const override { return dataset_->read_bytes_per_sample(); }
+  int64_t skipped_samples() const override { return dataset_->skipped_samples(); }
 
   CacheLoader& cache_loader() const { return *loader_; }
   const Dataset& dataset() const { return *dataset_; }

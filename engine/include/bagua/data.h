@@ -1,14 +1,22 @@
 // Datasets and samplers.
 //
-// load_dataset() reads a whole data source (recipe `data.train` /
-// `data.eval`) into memory and checks every record before returning, so bad
-// data is reported before any worker trains. Four formats (docs/data.md):
+// load_dataset() opens a data source (recipe `data.train` / `data.eval`).
+// Four formats are read whole into memory, every record checked before it
+// returns, so bad data is reported before any worker trains:
 //   idx      MNIST-style IDX image and label files, gzipped or not
 //   csv      numeric columns; one is the target, the others (or a chosen
 //            list) the input
 //   jsonl    one JSON object per line: an input list (integer token
 //            sequence, padded per batch, or fixed-length numbers) and a target
 //   tensors  a file written by Python's torch.save({'input': X, 'target': Y})
+// Two are streamed: opened (mapped, listed) at load, read sample by sample
+// in get_batch(), so a worker's memory does not grow with them; a bad
+// sample found there is a DataError too (exit 2):
+//   tokens        flat binary files of token ids (uint16 or uint32), windows
+//                 of context + 1 tokens: input int64 [context], target the
+//                 next-token shift
+//   image_folder  ROOT/CLASS/*.{jpg,jpeg,png}, decoded (libjpeg-turbo,
+//                 libpng), resized, centre-cropped to [C, H, W], in 0..1
 // Any problem with the data (missing file, wrong magic, truncated file,
 // ragged row, non-numeric field, malformed JSON, missing key, ...) throws
 // DataError, a user error whose message names the file and the line (csv,
@@ -97,9 +105,37 @@ class Dataset {
 
   // Bytes the loaded samples occupy in memory (what each worker holds; the
   // data is not sharded). The formats report their own storage (IDX keeps
-  // pixels as bytes, JSONL sequences unpadded); the default, for other
-  // datasets, is size() times one sample as get_batch() returns it.
+  // pixels as bytes, JSONL sequences unpadded; the streamed formats hold
+  // only their file lists); the default, for other datasets, is size()
+  // times one sample as get_batch() returns it.
   virtual int64_t memory_bytes() const;
+
+  // Streamed datasets read their files in get_batch(): bytes read from
+  // storage per sample (on average), for `bagua plan`; 0 for data held in
+  // memory.
+  virtual double read_bytes_per_sample() const { return 0; }
+  bool streamed() const { return read_bytes_per_sample() > 0; }
+
+  // Training batches come in two stages, so that a cache can hold what the
+  // first gives and each epoch still draws fresh augmentations:
+  // load_samples() reads and decodes (the image folder: uint8 pixels as
+  // decoded, before augmentation), finish_samples() makes the batch the
+  // model takes (augmentation drawn per sample and epoch, scaling,
+  // normalization). get_batch() is load_samples() then finish_samples() at
+  // epoch -1: no augmentation. For the other formats load_samples() is
+  // get_batch() and finish_samples() does nothing.
+  virtual Batch load_samples(const std::vector<int64_t>& indices) const { return get_batch(indices); }
+  virtual void finish_samples(Batch& /*batch*/, const std::vector<int64_t>& /*indices*/, int64_t /*epoch*/) const {}
+  // load_samples() then finish_samples() at `epoch`: what training uses.
+  Batch get_training_batch(const std::vector<int64_t>& indices, int64_t epoch) const {
+    Batch b = load_samples(indices);
+    finish_samples(b, indices, epoch);
+    return b;
+  }
+
+  // Samples replaced because their file could not be read
+  // (image_folder's skip_unreadable), so far, in this process.
+  virtual int64_t skipped_samples() const { return 0; }
 
  private:
   std::vector<double> complexities_;
@@ -118,6 +154,11 @@ struct LoadOptions {
   // eval set); nothing is left out when the file has no such column. The
   // column of complexity_field is always left out of the defaults.
   std::string sampler_column = {};
+  // image_folder: draw the training augmentations of data.train (random_flip,
+  // random_crop) from this seed, the sample and the epoch; false for an
+  // eval set, which is never augmented.
+  bool augment = false;
+  uint64_t augment_seed = 0;
 };
 
 // The options a recipe's data section asks of its training set, and of its

@@ -111,6 +111,10 @@ struct PlanSteps {
   std::optional<int64_t> max_steps;
   int64_t total = 0;
   bool drop_last = false;
+  // Streamed training data (tokens, image_folder): bytes each worker reads
+  // from its files per step (a full batch; image files by their mean size);
+  // 0 for data held in memory.
+  int64_t read_bytes_per_step = 0;
 };
 
 struct Plan {

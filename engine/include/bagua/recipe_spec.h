@@ -32,7 +32,7 @@ struct Diagnostic {
 };
 
 enum class Loss { kCrossEntropy, kNll, kMse, kL1, kBceWithLogits, kModel };
-enum class DataFormat { kIdx, kCsv, kJsonl, kTensors };
+enum class DataFormat { kIdx, kCsv, kJsonl, kTensors, kTokens, kImageFolder };
 enum class SamplerType { kDistributed, kLoadBalancing };
 enum class OptimizerType { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kQAdam };
 enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
@@ -86,7 +86,7 @@ struct DataSource {
   bool normalize = true;  // pixels / 255
   // idx, csv: normalize's {mean, std} (idx: after the / 255)
   MeanStd mean_std;
-  // csv, jsonl, tensors
+  // csv, jsonl, tensors: the file; image_folder: the root directory
   std::string path;  // absolute path
   // csv
   ColumnRef target_column;
@@ -103,6 +103,18 @@ struct DataSource {
   // tensors
   std::string input_key = "input";
   std::string target_key = "target";
+  // tokens: the shard files as written (absolute; a pattern may hold the
+  // wildcards * ? [...], expanded in sorted order when the data is opened)
+  std::vector<std::string> shards;
+  int64_t token_bytes = 2;  // dtype: uint16 (2) or uint32 (4)
+  int64_t context = 0;      // tokens per sample's input
+  int64_t stride = 0;       // tokens between samples' starts (0: context)
+  std::optional<int64_t> vocab_size;
+  // image_folder (input_shape is [C, H, W]; mean_std as idx's, after / 255)
+  int64_t resize = 0;                  // shorter side before the centre crop; 0: just cover
+  bool random_flip = false;            // training only
+  std::optional<int64_t> crop_padding; // random_crop.padding; nullopt: no random crop
+  bool skip_unreadable = false;
 };
 
 // data.sampler
@@ -138,6 +150,9 @@ struct DataSpec {
   int64_t batch_size = 64;  // per worker
   SamplerSpec sampler;
   std::optional<CacheSpec> cache;
+  // Threads that load (decode, augment) batches ahead of the training step;
+  // nullopt: auto (docs/data.md), 0: the step loads its own batch.
+  std::optional<int64_t> loader_threads;
 };
 
 // optimizers[i]. Only the hyperparameters of `type` are meaningful; the

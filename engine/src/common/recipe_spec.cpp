@@ -8,7 +8,7 @@ namespace bagua {
 
 namespace {
 const char* const kLossNames[] = {"cross_entropy", "nll", "mse", "l1", "bce_with_logits", "model"};
-const char* const kFormatNames[] = {"idx", "csv", "jsonl", "tensors"};
+const char* const kFormatNames[] = {"idx", "csv", "jsonl", "tensors", "tokens", "image_folder"};
 const char* const kSamplerNames[] = {"distributed", "load_balancing"};
 const char* const kOptimizerNames[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad", "qadam"};
 const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};

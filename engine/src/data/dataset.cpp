@@ -27,10 +27,12 @@ namespace {
 
 void refuse_fields(const DataSource& source, const LoadOptions& options) {
   if (options.complexity_field.empty()) return;
-  const std::string file = source.format == DataFormat::kIdx ? source.images : source.path;
+  const std::string file = source.format == DataFormat::kIdx      ? source.images
+                           : source.format == DataFormat::kTokens ? source.shards.at(0)
+                                                                  : source.path;
   throw DataError(file + ": complexity_field '" + options.complexity_field + "' asks for a per-sample field, "
-                  "which " + (source.format == DataFormat::kIdx ? "idx" : "tensors") +
-                  " data does not have (csv columns and jsonl fields do)");
+                  "which " + to_string(source.format) +
+                  " data does not have (csv columns and jsonl fields do, and image folders' file_size)");
 }
 
 // How much of a text file check_dataset() reads.
@@ -55,6 +57,13 @@ std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind targe
       refuse_fields(source, options);
       dataset = data::load_tensors(source, target_kind);
       break;
+    case DataFormat::kTokens:
+      refuse_fields(source, options);
+      dataset = data::load_tokens(source);
+      break;
+    case DataFormat::kImageFolder:
+      dataset = data::load_image_folder(source, options);
+      break;
   }
   if (!dataset) throw Error("load_dataset: unknown data format");
   return dataset;
@@ -75,6 +84,16 @@ std::string check_dataset(const DataSource& source, TargetKind target_kind, cons
       // loads whole.
       refuse_fields(source, options);
       return data::load_tensors(source, target_kind)->describe();
+    case DataFormat::kTokens: {
+      // Mapped, and the first sample read (its ids checked against
+      // vocab_size); nothing more is read.
+      refuse_fields(source, options);
+      auto tokens = data::load_tokens(source);
+      (void)tokens->get_batch({0});
+      return tokens->describe();
+    }
+    case DataFormat::kImageFolder:
+      return data::check_image_folder(source, options);
   }
   throw Error("check_dataset: unknown data format");
 }

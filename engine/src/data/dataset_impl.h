@@ -92,6 +92,12 @@ std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind, con
 std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind, const LoadOptions& options,
                                     size_t limit = 0);
 std::shared_ptr<Dataset> load_tensors(const DataSource& source, TargetKind kind);
+// The streamed formats: tokens' targets are always int64 token ids;
+// image_folder's are class indices.
+std::shared_ptr<Dataset> load_tokens(const DataSource& source);
+std::shared_ptr<Dataset> load_image_folder(const DataSource& source, const LoadOptions& options);
+// check_dataset() for an image folder: listed, and its first image decoded.
+std::string check_image_folder(const DataSource& source, const LoadOptions& options);
 
 // check_dataset() for IDX files: headers and sizes, streaming the images
 // through without keeping them.

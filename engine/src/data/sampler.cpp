@@ -259,6 +259,8 @@ std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train
 LoadOptions load_options_for(const DataSpec& spec) {
   LoadOptions o;
   if (spec.sampler.type == SamplerType::kLoadBalancing) o.complexity_field = spec.sampler.complexity_field;
+  o.augment = true;
+  o.augment_seed = spec.sampler.seed;
   return o;
 }
 

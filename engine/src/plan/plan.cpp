@@ -342,6 +342,7 @@ void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
     // rank 0 the larger share); the first epoch's, for variable-size batches.
     const auto first = sampler->batches(0, 0);
     steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
+    steps.read_bytes_per_step = static_cast<int64_t>(train->read_bytes_per_sample() * static_cast<double>(steps.batch_size));
     if (in.variable_batches) {
       plan.notes.push_back("variable-size batches (data.sampler.batch_complexity): per_epoch and batch sizes are "
                            "the first epoch's; other epochs differ");
@@ -473,7 +474,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                           {"per_epoch", s.per_epoch},
                           {"epochs", s.epochs},
                           {"total", s.total},
-                          {"drop_last", s.drop_last}};
+                          {"drop_last", s.drop_last},
+                          {"read_bytes_per_step", s.read_bytes_per_step}};
   steps["max_steps"] = s.max_steps ? nlohmann::json(*s.max_steps) : nlohmann::json();
   return {
       {"recipe", {{"name", plan.recipe_name}, {"source", plan.recipe_source}}},

@@ -1,5 +1,6 @@
 // The recipe half of provenance.json, and the resume's comparison
 // (bagua/provenance.h).
+#include <bagua/data_files.h>
 #include <bagua/errors.h>
 #include <bagua/provenance.h>
 #include <bagua/recipe_catalog.h>
@@ -9,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <filesystem>
@@ -29,6 +31,29 @@ nlohmann::json file_record(const std::string& path) {
                    path.c_str(), double(bytes) / double(int64_t{1} << 30));
   };
   return {{"path", path}, {"size", size}, {"sha256", cached_file_sha256(path, nullptr, announce)}};
+}
+
+// An image folder by its listing: each image's path under the root, size
+// and modification time (hashing the pixels of every image at every start
+// would cost more than a short run).
+nlohmann::json image_folder_record(const std::string& root) {
+  nlohmann::json rec = {{"path", root}};
+  try {
+    const ImageFolderListing listing = list_image_folder(root, true);
+    std::string lines;
+    for (size_t i = 0; i < listing.files.size(); ++i) {
+      struct stat st {};
+      const long long mtime = ::stat(listing.files[i].c_str(), &st) == 0 ? static_cast<long long>(st.st_mtime) : -1;
+      lines += listing.files[i].substr(std::min(listing.files[i].size(), root.size())) + "\t" +
+               std::to_string(listing.sizes[i]) + "\t" + std::to_string(mtime) + "\n";
+    }
+    rec["classes"] = listing.classes.size();
+    rec["images"] = listing.files.size();
+    rec["listing_sha256"] = sha256_hex(lines);
+  } catch (const std::exception& e) {
+    rec["error"] = e.what();
+  }
+  return rec;
 }
 
 }  // namespace
@@ -59,6 +84,23 @@ nlohmann::json recipe_provenance(const Recipe& recipe) {
     rec["key"] = key;
     data.push_back(rec);
   }
+  // The streamed formats: every token file (each hashed once, then cached),
+  // an image folder's listing.
+  auto streamed = [&](const char* key, const DataSource& source) {
+    if (source.format == DataFormat::kTokens) {
+      for (const auto& file : expand_file_patterns(source.shards)) {
+        nlohmann::json rec = file_record(file);
+        rec["key"] = std::string(key) + ".path";
+        data.push_back(rec);
+      }
+    } else if (source.format == DataFormat::kImageFolder) {
+      nlohmann::json rec = image_folder_record(source.path);
+      rec["key"] = std::string(key) + ".path";
+      data.push_back(rec);
+    }
+  };
+  streamed("data.train", recipe.data.train);
+  if (recipe.data.eval) streamed("data.eval", *recipe.data.eval);
   p["data"] = data;
   p["bagua"] = {{"version", version()}, {"revision", source_revision()}};
   return p;

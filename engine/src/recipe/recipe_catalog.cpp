@@ -361,6 +361,8 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
     *node = rebased.empty() ? absolute.string() : rebased.string();
   };
   for (const auto& key : findings.file_paths) rebase(key);
+  for (const auto& key : findings.dir_paths) rebase(key);
+  for (const auto& key : findings.glob_paths) rebase(key);
   // checkpoint.resume is a path too, relative to the recipe, unless a word.
   if (const json* resume = KeyPath::parse("checkpoint.resume").find(tree.doc);
       resume && resume->is_string() && *resume != "auto" && *resume != "never") {

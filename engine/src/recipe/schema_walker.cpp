@@ -83,6 +83,8 @@ class Walker {
     if (v.is_object()) ok = walk_object(v, s, path, report);
     if (ok && report && findings_) {
       if (s.value("x-file", false) && v.is_string()) findings_->file_paths.push_back(path);
+      if (s.value("x-dir", false) && v.is_string()) findings_->dir_paths.push_back(path);
+      if (s.value("x-glob", false) && v.is_string()) findings_->glob_paths.push_back(path);
       if (s.value("x-size", false) && (v.is_string() || v.is_number())) findings_->size_paths.push_back(path);
     }
     return ok;

@@ -3,6 +3,7 @@
 #include "stages.h"
 
 #include <bagua/algorithms/catalog.h>
+#include <bagua/data_files.h>
 #include <bagua/model_file.h>
 #include <bagua/recipe_key_path.h>
 
@@ -78,6 +79,134 @@ struct Checker {
     }
   }
 
+  // Each path value made absolute (relative to the recipe that wrote it),
+  // after `check` looked at it when files are checked.
+  template <typename Check>
+  void resolve_paths(const std::vector<std::string>& paths, Check check) {
+    for (const auto& path : paths) {
+      json* value = at(path);
+      if (value == nullptr || !value->is_string()) continue;  // the schema reports the type
+      fs::path p = resolve_path(path, value->get<std::string>());
+      if (options.check_files) check(path, p);
+      *value = p.string();
+    }
+  }
+
+  // Directories (an image folder's root) must exist.
+  void check_dirs(const std::vector<std::string>& paths) {
+    resolve_paths(paths, [this](const std::string& path, const fs::path& p) {
+      std::error_code ec;
+      if (!fs::exists(p, ec)) {
+        error(path, "directory not found: " + p.string() + " (relative paths are relative to the recipe file)");
+      } else if (!fs::is_directory(p, ec)) {
+        error(path, "expected a directory, found a file: " + p.string());
+      }
+    });
+  }
+
+  // Files or patterns of files (token shards): a file must exist, a pattern
+  // match at least one.
+  void check_globs(const std::vector<std::string>& paths) {
+    resolve_paths(paths, [this](const std::string& path, const fs::path& p) {
+      std::error_code ec;
+      if (has_wildcard(p.string())) {
+        std::vector<std::string> unmatched;
+        expand_file_patterns({p.string()}, &unmatched);
+        if (!unmatched.empty())
+          error(path, "no file matches " + p.string() + " (relative paths are relative to the recipe file)");
+      } else if (!fs::exists(p, ec)) {
+        error(path, "file not found: " + p.string() + " (relative paths are relative to the recipe file)");
+      } else if (fs::is_directory(p, ec)) {
+        error(path, "expected a file or a file pattern, found a directory: " + p.string() + " (its files: " +
+                        (p / "*.bin").string() + ")");
+      }
+    });
+  }
+
+  // What only the files can say about a streamed source, cheaply: token
+  // files whose size is a whole number of ids and that hold a sample;
+  // image folders with a class and no empty one. (check_files only; after
+  // check_globs and check_dirs made the paths absolute.)
+  void check_streamed_source(const std::string& key) {
+    const json* source = at(key);
+    if (!options.check_files || !source || !source->is_object()) return;
+    const json& format = field(*source, "format");
+    if (format == "tokens") {
+      const json& path = field(*source, "path");
+      std::vector<std::string> patterns;
+      if (path.is_string()) patterns.push_back(path.get<std::string>());
+      for (const auto& p : path.is_array() ? path : json::array())
+        if (p.is_string()) patterns.push_back(p.get<std::string>());
+      const json& dtype = field(*source, "dtype");
+      const int64_t width = dtype == "uint32" ? 4 : 2;
+      const json& context = field(*source, "context");
+      const json& stride_value = field(*source, "stride");
+      if (!context.is_number_integer() || context.get<int64_t>() < 1) return;
+      const int64_t n = context.get<int64_t>();
+      const int64_t stride = stride_value.is_number_integer() && stride_value.get<int64_t>() > 0
+                                 ? stride_value.get<int64_t>() : n;
+      int64_t samples = 0;
+      bool all_read = true;
+      for (const auto& file : expand_file_patterns(patterns)) {
+        std::error_code ec;
+        const auto bytes = fs::file_size(file, ec);
+        if (ec) {
+          all_read = false;
+          continue;  // check_globs said why
+        }
+        if (bytes % static_cast<uintmax_t>(width) != 0) {
+          error(key + ".path", file + " has " + std::to_string(bytes) + " bytes, not a whole number of " +
+                                   dtype.get<std::string>() + " token ids (" + std::to_string(width) +
+                                   " bytes each): is dtype right?");
+          all_read = false;
+          continue;
+        }
+        const int64_t tokens = static_cast<int64_t>(bytes) / width;
+        if (tokens > n) samples += (tokens - n - 1) / stride + 1;
+      }
+      if (all_read && samples == 0)
+        error(key + ".context", "no file holds context + 1 = " + std::to_string(n + 1) +
+                                    " tokens, so there is no sample (expected a smaller context or more tokens)");
+    } else if (format == "image_folder") {
+      const json& root = field(*source, "path");
+      std::error_code ec;
+      if (!root.is_string() || !fs::is_directory(root.get<std::string>(), ec)) return;  // check_dirs said why
+      try {
+        const ImageFolderListing listing = list_image_folder(root.get<std::string>(), false);
+        if (listing.classes.empty()) {
+          error(key + ".path", "no class directory in " + root.get<std::string>() +
+                                   " (expected ROOT/CLASS/IMAGE.jpg or .png, one directory per class)");
+        } else if (!listing.empty_classes.empty()) {
+          error(key + ".path", "class directory " + (fs::path(root.get<std::string>()) / listing.empty_classes[0]).string() +
+                                   " holds no .jpg, .jpeg or .png image" +
+                                   (listing.empty_classes.size() > 1
+                                        ? " (nor do " + std::to_string(listing.empty_classes.size() - 1) + " more)"
+                                        : std::string()) +
+                                   "; every class needs one (remove the directory or add its images)");
+        }
+      } catch (const std::exception& e) {
+        error(key + ".path", e.what());
+      }
+    }
+  }
+
+  // image_folder: C of [C, H, W] is 1 or 3; augmentations are for training.
+  void check_image_folder(const std::string& key) {
+    const json* source = at(key);
+    if (!source || !source->is_object() || field(*source, "format") != "image_folder") return;
+    const json& shape = field(*source, "input_shape");
+    if (shape.is_array() && shape.size() == 3 && shape[0].is_number_integer() && shape[0] != 1 && shape[0] != 3)
+      error(key + ".input_shape", "expected 1 (gray) or 3 (RGB) channels first, found " + shape[0].dump());
+    if (key == "data.eval") {
+      if (field(*source, "random_flip") == true)
+        error("data.eval.random_flip", "augmentation is for training only: evaluation sees each image as it is "
+                                       "(expected false or absent, found true)");
+      if (field(*source, "random_crop").is_object())
+        error("data.eval.random_crop", "augmentation is for training only: evaluation sees each image centre-cropped "
+                                       "(expected null or absent)");
+    }
+  }
+
   // Sizes are parsed here, once: a valid one is replaced by its number of
   // bytes, which is what the typed Recipe reads.
   void check_sizes(const std::vector<std::string>& paths) {
@@ -106,10 +235,14 @@ struct Checker {
     const json* type = at("data.sampler.type");
     const json* format = at("data.train.format");
     if (!type || !format || *type != "load_balancing") return;
-    if (*format == "idx" || *format == "tensors")
+    if (*format == "idx" || *format == "tensors" || *format == "tokens")
       error("data.sampler.type", "the load_balancing sampler needs a per-sample complexity, which " +
-            format->get<std::string>() + " data does not have (expected data.train.format csv or jsonl, "
-            "found " + format->get<std::string>() + ")");
+            format->get<std::string>() + " data does not have (expected data.train.format csv, jsonl or "
+            "image_folder, found " + format->get<std::string>() + ")");
+    const json* field_name = at("data.sampler.complexity_field");
+    if (*format == "image_folder" && field_name && field_name->is_string() && *field_name != "file_size")
+      error("data.sampler.complexity_field", "an image folder's one per-sample field is file_size, each image "
+            "file's size in bytes (expected file_size, found " + field_name->get<std::string>() + ")");
   }
 
   // train.global_batch_size against the recipe's world: every worker needs
@@ -319,6 +452,12 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
                      Diagnostics& diags, Diagnostics& notes) {
   Checker c{tree, options, diags, notes};
   c.check_files(findings.file_paths);
+  c.check_dirs(findings.dir_paths);
+  c.check_globs(findings.glob_paths);
+  for (const char* key : {"data.train", "data.eval"}) {
+    c.check_image_folder(key);
+    c.check_streamed_source(key);
+  }
   c.check_sizes(findings.size_paths);
   c.check_sampler();
   c.check_global_batch();

@@ -60,6 +60,8 @@ EnvLookup process_environment();
 // --- schema_walker.cpp ------------------------------------------------------
 struct SchemaFindings {
   std::vector<std::string> file_paths;  // values whose schema says x-file
+  std::vector<std::string> dir_paths;   // x-dir: directories
+  std::vector<std::string> glob_paths;  // x-glob: files or patterns of files
   std::vector<std::string> size_paths;  // values whose schema says x-size
 };
 // Checks `tree.doc` against `schema`, reporting each failure in words at its

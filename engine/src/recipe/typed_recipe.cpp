@@ -113,6 +113,27 @@ DataSource data_source(const json& j) {
       d.input_key = j.at("input_key").get<std::string>();
       d.target_key = j.at("target_key").get<std::string>();
       break;
+    case DataFormat::kTokens: {
+      const json& path = j.at("path");
+      if (path.is_array()) {
+        for (const auto& p : path) d.shards.push_back(p.get<std::string>());
+      } else {
+        d.shards.push_back(path.get<std::string>());
+      }
+      d.token_bytes = j.at("dtype") == "uint32" ? 4 : 2;
+      d.context = j.at("context").get<int64_t>();
+      d.stride = optional_int(j.at("stride")).value_or(d.context);
+      d.vocab_size = optional_int(j.at("vocab_size"));
+      break;
+    }
+    case DataFormat::kImageFolder:
+      d.path = j.at("path").get<std::string>();
+      d.resize = optional_int(j.at("resize")).value_or(0);
+      d.mean_std = mean_std(j.at("normalize"));
+      d.random_flip = j.at("random_flip").get<bool>();
+      if (const json& crop = j.at("random_crop"); crop.is_object()) d.crop_padding = crop.value("padding", int64_t{0});
+      d.skip_unreadable = j.at("skip_unreadable").get<bool>();
+      break;
   }
   if (j.contains("input_shape") && !j["input_shape"].is_null())
     d.input_shape = j["input_shape"].get<std::vector<int64_t>>();
@@ -157,6 +178,7 @@ Recipe to_typed_recipe(const json& doc) {
   r.data.train = data_source(d.at("train"));
   if (!d.at("eval").is_null()) r.data.eval = data_source(d.at("eval"));
   r.data.batch_size = d.at("batch_size").get<int64_t>();
+  if (const json& t = d.at("loader_threads"); t.is_number_integer()) r.data.loader_threads = t.get<int64_t>();
   const json& s = d.at("sampler");
   r.data.sampler.type = enum_from<SamplerType>(s.at("type").get<std::string>());
   r.data.sampler.shuffle = s.at("shuffle").get<bool>();

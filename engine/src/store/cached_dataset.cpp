@@ -51,7 +51,7 @@ CachedDataset::CachedDataset(std::shared_ptr<Dataset> dataset, std::shared_ptr<C
   if (!dataset_ || !loader_) throw InvalidArgument("CachedDataset: a dataset and a cache loader are needed");
   tag_ = store::fnv1a_64(dataset_->describe() + "\n" + options_.source_identity);
   set_complexities(dataset_->complexities());
-  if (dataset_->size() > 0) reference_ = dataset_->get_batch({0});
+  if (dataset_->size() > 0) reference_ = dataset_->load_samples({0});
 }
 
 // Same dtypes and shapes as the source's samples; int64 sequences ([1, L],
@@ -71,8 +71,17 @@ CachedDataset::CachedDataset(std::shared_ptr<Dataset> dataset, CacheOptions cach
     : CachedDataset(std::move(dataset), std::make_shared<CacheLoader>(std::move(cache)), std::move(options)) {}
 
 Batch CachedDataset::get_batch(const std::vector<int64_t>& indices) const {
+  Batch b = load_samples(indices);
+  dataset_->finish_samples(b, indices, -1);
+  return b;
+}
+
+// The cache holds what the source's load_samples() gives: for an image
+// folder the decoded pixels before augmentation, so each epoch's
+// augmentations (finish_samples()) are drawn afresh.
+Batch CachedDataset::load_samples(const std::vector<int64_t>& indices) const {
   data::index_tensor(indices, size());  // range check, as the formats do
-  if (indices.empty() || !loader_->available()) return dataset_->get_batch(indices);
+  if (indices.empty() || !loader_->available()) return dataset_->load_samples(indices);
   std::vector<std::string> keys;
   keys.reserve(indices.size());
   for (int64_t i : indices) keys.push_back(std::to_string(i));
@@ -97,7 +106,7 @@ Batch CachedDataset::get_batch(const std::vector<int64_t>& indices) const {
                                             keys[k] + " is not a sample; decoding it from the source");
       }
     }
-    samples[k] = dataset_->get_batch({indices[k]});
+    samples[k] = dataset_->load_samples({indices[k]});
     loader_->put(keys[k], data::encode_sample(samples[k], tag_));
   }
   return stack_samples(samples, options_.pad_value);

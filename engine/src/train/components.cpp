@@ -14,12 +14,20 @@ namespace bagua::train {
 
 bool is_classification(Loss loss) { return loss == Loss::kCrossEntropy || loss == Loss::kNll; }
 
+bool is_sequence_output(const at::Tensor& output, const at::Tensor& target) {
+  return output.dim() >= 3 && target.dim() == output.dim() - 1 && output.sizes().slice(0, target.dim()) == target.sizes();
+}
+
 at::Tensor compute_loss(Loss loss, const at::Tensor& output, const at::Tensor& target) {
   namespace F = torch::nn::functional;
   auto like_output = [&] { return target.numel() == output.numel() ? target.view_as(output) : target; };
   switch (loss) {
-    case Loss::kCrossEntropy: return F::cross_entropy(output, target);
-    case Loss::kNll: return F::nll_loss(output, target);
+    case Loss::kCrossEntropy:
+      if (is_sequence_output(output, target)) return F::cross_entropy(output.flatten(0, -2), target.flatten());
+      return F::cross_entropy(output, target);
+    case Loss::kNll:
+      if (is_sequence_output(output, target)) return F::nll_loss(output.flatten(0, -2), target.flatten());
+      return F::nll_loss(output, target);
     case Loss::kMse: return F::mse_loss(output, like_output());
     case Loss::kL1: return F::l1_loss(output, like_output());
     case Loss::kBceWithLogits: return F::binary_cross_entropy_with_logits(output, like_output());

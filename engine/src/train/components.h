@@ -16,6 +16,12 @@
 namespace bagua::train {
 
 // loss(output, target) for every Loss but kModel (the model computes it).
+// A sequence model's output: logits [B, T, V] (any number of leading
+// dimensions) against targets [B, T]. cross_entropy and nll then take the
+// classes over the last dimension, every position a sample (as nanoGPT
+// flattens), rather than over dimension 1.
+bool is_sequence_output(const at::Tensor& output, const at::Tensor& target);
+
 at::Tensor compute_loss(Loss loss, const at::Tensor& output, const at::Tensor& target);
 
 // True for losses whose targets are class indices.

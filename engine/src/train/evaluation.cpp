@@ -47,7 +47,12 @@ EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Data
     }
     at::Tensor out = forward_output(module, nullptr, {b.input});
     loss_sum += compute_loss(recipe.model.loss, out, b.target).item<double>() * n;
-    if (classify) correct += out.argmax(1).eq(b.target).sum().item<double>();
+    if (classify && is_sequence_output(out, b.target)) {
+      // Tokens: each sample counts the share of its positions predicted.
+      correct += out.argmax(-1).eq(b.target).to(at::kDouble).flatten(1).mean(1).sum().item<double>();
+    } else if (classify) {
+      correct += out.argmax(1).eq(b.target).sum().item<double>();
+    }
   }
   at::Tensor sums = torch::tensor({loss_sum, correct, static_cast<double>(mine.size())}, torch::kDouble);
   allreduce(sums, ReduceOp::SUM, group);

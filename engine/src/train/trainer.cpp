@@ -33,6 +33,7 @@ void Worker::loop() {
     const auto count = static_cast<int64_t>(batches.size());
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
     const int64_t start = epoch == pos_.epoch ? pos_.epoch_start : 0;  // where its batches began
+    loader_->start(epoch, batches, b);
     for (; b < count && pos_.step < total_; ++b) {
       if (faults_) faults_->at_step_start(pos_.step);
       progress_->step(pos_.step);
@@ -60,7 +61,7 @@ void Worker::loop() {
 
 void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& samples) {
   phase(train::Phase::kData, "data");
-  Batch batch = train::to_device(train_data_->get_batch(samples), env_.device);
+  Batch batch = train::to_device(loader_->next(b), env_.device);
   set_learning_rates(epoch, b);
   ddp_->zero_grad();
   phase(train::Phase::kForward, "forward");
@@ -168,6 +169,7 @@ void Worker::record_window(int64_t epoch) {
   r.time = log_->elapsed();
   r.comm_bytes = w.comm_bytes;
   if (recipe_.train.on_nonfinite == OnNonFinite::kSkipStep) r.nonfinite_skips = guard_->skips();
+  if (recipe_.data.train.skip_unreadable) r.skipped_images = train_data_->skipped_samples();
   r.padding = w.padding;
   if (built_.optimizers.size() > 1) r.lrs = train::current_lrs(built_.optimizers);
   const bool seen_before = divergence_.ever();

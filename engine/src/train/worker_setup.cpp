@@ -16,7 +16,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 
@@ -42,6 +44,12 @@ void Worker::setup() {
   buffers_ = train::named_buffers(module_);
   built_ = train::build_optimizers(recipe_.optimizers, params_);
   sampler_ = make_sampler(recipe_.data, *train_data_, env_.world, recipe_.train.global_batch_size.value_or(0));
+  {
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    loader_ = std::make_unique<train::BatchLoader>(
+        train_data_, train::loader_threads_for(recipe_.data, *train_data_, local ? std::max(1, std::atoi(local)) : 1,
+                                               at::get_num_threads()));
+  }
 
   algorithm_ = find_algorithm(recipe_.algorithm.name);
   per_rank_model_ = !algorithm_->traits.replicas_identical || !recipe_.model.ignore_params.empty();
@@ -223,6 +231,9 @@ void Worker::announce() {
   b.train_data = train_data_->describe();
   if (eval_data_) b.eval_data = eval_data_->describe();
   b.sampler = sampler_->describe();
+  if (const int n = loader_->threads(); n > 0)
+    b.loader = std::to_string(n) + " thread" + (n == 1 ? "" : "s") + " loading up to " + std::to_string(2 * n) +
+               " batches ahead of the step (data.loader_threads)";
   b.out_dir = out_dir_.string();
   b.per_epoch = per_epoch_;
   b.total = total_;
