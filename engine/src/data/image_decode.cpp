@@ -445,7 +445,11 @@ bool png_guarded(PngJob* job, void (*step)(PngJob*)) {
 }
 
 void png_run(PngJob& job, void (*step)(PngJob*)) {
-  if (!png_guarded(&job, step)) throw ImageError(std::string("corrupt PNG data: ") + job.message);
+  if (!png_guarded(&job, step)) {
+    const std::string why = job.message;
+    // Our own reader's words say it already; libpng's get a prefix.
+    throw ImageError(why.rfind("truncated", 0) == 0 ? why : "corrupt PNG data: " + why);
+  }
 }
 
 Pixels decode_png(const std::vector<unsigned char>& bytes) {
