@@ -31,6 +31,7 @@ build_packages=(
   zlib1g-dev            # gzipped IDX data sets (zlib inflate)
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protos, engine/src/train/tensorboard_event.proto)
   libhiredis-dev        # Redis client (dataset cache)
+  python3 dataset-fashion-mnist  # the build makes the example recipes' token corpus and image folder (scripts/make_*.py)
   libjpeg62-turbo-dev   # JPEG decoding (image_folder data sets)
   libpng-dev            # PNG decoding (image_folder data sets)
 )
