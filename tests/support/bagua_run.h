@@ -59,6 +59,18 @@ inline RunOutcome bagua_run(const std::string& args, const std::string& env = ""
 }
 
 // The parameters of a saved TorchScript model, in order.
+// `bagua run ARGS` started in the background, its output into `out`; the
+// caller signals and waits for the pid (the launcher's: exec'd by sh).
+inline pid_t start_bagua_run(const std::string& args, const fs::path& out) {
+  std::string cmd = "exec " + std::string(BAGUA_CLI) + " run " + args + " > " + out.string() + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
 inline std::vector<at::Tensor> model_parameters(const fs::path& model_pt) {
   torch::jit::Module m = torch::jit::load(model_pt.string());
   std::vector<at::Tensor> out;

@@ -413,17 +413,6 @@ std::vector<std::pair<pid_t, pid_t>> processes_mentioning(const std::string& nee
   return found;
 }
 
-// Starts `bagua run ARGS` in the background; its output goes to `out`.
-pid_t start_bagua_run(const std::string& args, const fs::path& out) {
-  std::string cmd = "exec " + std::string(BAGUA_CLI) + " run " + args + " > " + out.string() + " 2>&1";
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
 // A learning rate raised far too high sends the loss back to chance (2.3
 // for 10 classes) after it had fallen: the run still exits 0, as the recipe asked,
 // but never without a word: the records are flagged and the log warns.

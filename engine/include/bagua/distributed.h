@@ -156,6 +156,13 @@ class BaguaModule {
   void skip_step();
   // Zeroes every optimizer's gradients.
   void zero_grad();
+  // Gradient accumulation (DDP's no_sync): with false, backward passes only
+  // add to each parameter's gradient; the algorithm sees nothing (no bucket
+  // is marked ready or sent, nothing is awaited). Set it back to true
+  // before the backward of the step's last micro-batch, which then
+  // communicates the sum as one backward would. Call pre_forward() once
+  // per optimizer step (before the first micro-batch), not per micro-batch.
+  void set_gradient_sync(bool sync);
 
   // Receives every TraceEvent (from autograd and communication threads).
   // Set it before training, not while a backward pass runs.

@@ -246,7 +246,18 @@ struct TrainSpec {
   bool tuned_allocator = true;  // train.allocator: tuned (see train/allocator_policy.h) or system
   Device device = Device::kAuto;  // auto: this worker's GPU when there is one
   OnNonFinite on_nonfinite = OnNonFinite::kStop;
+  int64_t grad_accum_steps = 1;         // micro-batches per optimizer step
+  std::optional<double> clip_grad_norm;  // the gradients' global L2 norm is kept at most this
+  bool bf16 = false;                     // train.precision: bf16 (autocast) or fp32
 };
+
+// The data a worker takes per optimizer step: data.batch_size x
+// train.grad_accum_steps samples (its micro-batches), sampled as one batch.
+inline DataSpec data_per_step(const DataSpec& data, const TrainSpec& train) {
+  DataSpec d = data;
+  d.batch_size *= train.grad_accum_steps;
+  return d;
+}
 
 struct CheckpointSpec {
   std::optional<int64_t> every_steps;  // empty: at the end of each epoch

@@ -28,6 +28,7 @@ struct BaguaModule::Internals {
   size_t next_launch = 0;    // buckets launched so far this iteration
   bool in_backward = false;  // a backward pass has touched our parameters
   bool fresh = false;        // readiness was reset by pre_forward and no backward has used it yet
+  bool sync = true;          // false: backward passes accumulate gradients locally (set_gradient_sync)
   std::function<void(const TraceEvent&)> trace;
   std::atomic<int64_t> sequence{0};
   // Bucket autotune (see WithBaguaOptions::autotune_buckets).
@@ -383,6 +384,11 @@ void BaguaModule::step() {
 
 void BaguaModule::skip_step() { impl_->on_step_skipped(*context_); }
 
+void BaguaModule::set_gradient_sync(bool sync) {
+  std::lock_guard<std::mutex> lock(internals_->mutex);
+  internals_->sync = sync;
+}
+
 void BaguaModule::zero_grad() {
   for (auto& opt : optimizers_) {
     // A fused optimizer zeroes each gradient buffer in one kernel, and keeps
@@ -409,6 +415,7 @@ void BaguaModule::trace(TraceEvent::Kind kind, const std::string& name, int64_t 
 // From autograd, after hooked parameter p's gradient was accumulated.
 void BaguaModule::on_gradient_ready(size_t p) {
   std::lock_guard<std::mutex> lock(internals_->mutex);
+  if (!internals_->sync) return;  // a micro-batch before the step's last: gradients stay local
   if (!internals_->in_backward) {
     internals_->in_backward = true;
     // Without a pre_forward since the last backward (a module driven by

@@ -311,7 +311,7 @@ void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
   // when the workers do not divide it).
   steps.batch_size = recipe.train.global_batch_size
                          ? (*recipe.train.global_batch_size + world.world_size - 1) / world.world_size
-                         : recipe.data.batch_size;
+                         : recipe.data.batch_size * recipe.train.grad_accum_steps;
   steps.epochs = recipe.train.epochs;
   steps.max_steps = recipe.train.max_steps;
   steps.drop_last = recipe.data.sampler.drop_last;
@@ -326,7 +326,8 @@ void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
       steps.eval_samples = eval->size();
       mem.data += eval->memory_bytes();
     }
-    auto sampler = make_sampler(recipe.data, *train, world.world_size, recipe.train.global_batch_size.value_or(0));
+    auto sampler = make_sampler(data_per_step(recipe.data, recipe.train), *train, world.world_size,
+                                recipe.train.global_batch_size.value_or(0));
     steps.known = true;
     steps.train_samples = train->size();
     steps.samples_per_worker = sampler->samples_per_rank(0);

@@ -250,6 +250,16 @@ struct Checker {
   // (A launch at another size is checked again when it starts.)
   void check_global_batch() {
     const json* global = at("train.global_batch_size");
+    const json* accum = at("train.grad_accum_steps");
+    if (accum && accum->is_number_integer() && accum->get<int64_t>() > 1) {
+      if (global && global->is_number_integer())
+        error("train.grad_accum_steps", "train.global_batch_size already fixes the samples of a step; with "
+              "accumulation the global batch is data.batch_size x workers x grad_accum_steps (expected 1 with "
+              "global_batch_size, or global_batch_size null, found " + accum->dump() + ")");
+      if (const json* budget = at("data.sampler.batch_complexity"); budget && budget->is_number())
+        error("train.grad_accum_steps", "variable-size batches (data.sampler.batch_complexity) are not cut into "
+              "micro-batches (expected 1, found " + accum->dump() + ")");
+    }
     const json* nproc = at("distributed.nproc_per_node");
     const json* nnodes = at("distributed.nnodes");
     if (!global || !global->is_number_integer() || !nproc || !nnodes || !nproc->is_number_integer() ||

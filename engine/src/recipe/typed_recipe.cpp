@@ -261,6 +261,9 @@ Recipe to_typed_recipe(const json& doc) {
   r.train.tuned_allocator = t.at("allocator").get<std::string>() == "tuned";
   r.train.device = enum_from<Device>(t.at("device").get<std::string>());
   r.train.on_nonfinite = enum_from<OnNonFinite>(t.at("on_nonfinite").get<std::string>());
+  r.train.grad_accum_steps = t.at("grad_accum_steps").get<int64_t>();
+  if (const json& clip = t.at("clip_grad_norm"); clip.is_number()) r.train.clip_grad_norm = clip.get<double>();
+  r.train.bf16 = t.at("precision") == "bf16";
 
   const json& c = doc.at("checkpoint");
   r.checkpoint.every_steps = optional_int(c.at("every_steps"));

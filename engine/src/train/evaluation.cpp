@@ -5,6 +5,9 @@
 #include "train/components.h"
 
 #include <torch/torch.h>
+#include <ATen/autocast_mode.h>
+
+#include <cmath>
 
 namespace bagua::train {
 
@@ -24,9 +27,84 @@ at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vec
   return out.toTensor();
 }
 
-at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch) {
-  if (recipe.model.loss == Loss::kModel) return forward_output(module, &ddp, {batch.input, batch.target});
-  return compute_loss(recipe.model.loss, forward_output(module, &ddp, {batch.input}), batch.target);
+namespace {
+
+// train.precision: bf16: autocast on this thread while it lives (as
+// torch.autocast: matrix products and convolutions in bfloat16, the ops
+// that need it kept in float32), on the device the model is on.
+class Autocast {
+ public:
+  Autocast(bool on, const at::Device& device) : on_(on), cuda_(device.is_cuda()) {
+    if (!on_) return;
+    if (cuda_) {
+      before_ = at::autocast::is_enabled();
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    } else {
+      before_ = at::autocast::is_cpu_enabled();
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cuda_) {
+      at::autocast::set_enabled(before_);
+    } else {
+      at::autocast::set_cpu_enabled(before_);
+    }
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool on_, cuda_;
+  bool before_ = false;
+};
+
+// The model's output for the loss: float32 (a bf16 forward's logits are
+// scored in float32, as autocast does for its losses).
+at::Tensor for_loss(const at::Tensor& out) { return out.scalar_type() == at::kBFloat16 ? out.to(at::kFloat) : out; }
+
+}  // namespace
+
+at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch,
+                         bool pre_forward) {
+  at::Tensor out;
+  {
+    Autocast autocast(recipe.train.bf16, batch.input.device());
+    BaguaModule* through = pre_forward ? &ddp : nullptr;
+    if (recipe.model.loss == Loss::kModel) return for_loss(forward_output(module, through, {batch.input, batch.target}));
+    out = forward_output(module, through, {batch.input});
+  }
+  return compute_loss(recipe.model.loss, for_loss(out), batch.target);
+}
+
+Batch slice_batch(const Batch& batch, int64_t from, int64_t size) {
+  Batch part;
+  part.input = batch.input.narrow(0, from, size);
+  if (batch.target.defined()) part.target = batch.target.narrow(0, from, size);
+  // The padding of a padded batch is counted once, with its first part.
+  part.padding = from == 0 ? batch.padding : 0;
+  return part;
+}
+
+double clip_gradients(const std::vector<std::pair<std::string, at::Tensor>>& params, std::optional<double> max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const auto& [name, p] : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  // As PyTorch: the norm of the per-tensor norms (one host sync).
+  const double norm = at::stack(at::_foreach_norm(grads, 2)).norm().item<double>();
+  // torch.nn.utils.clip_grad_norm_: the factor max / (norm + 1e-6), when below 1.
+  if (max_norm && std::isfinite(norm)) {
+    const double factor = *max_norm / (norm + 1e-6);
+    if (factor < 1.0)
+      for (auto& g : grads) g.mul_(factor);
+  }
+  return norm;
 }
 
 EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Dataset& dataset,

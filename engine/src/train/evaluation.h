@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace bagua::train {
@@ -25,9 +27,22 @@ Batch to_device(Batch b, const at::Device& device);
 // module (evaluation).
 at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vector<c10::IValue> inputs);
 
-// The loss of one training step: the recipe's loss of the output, or the
-// model's own (loss: model).
-at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch);
+// The loss of one training (micro-)batch: the recipe's loss of the output,
+// or the model's own (loss: model); under train.precision bf16 the forward
+// runs in autocast, the loss in float32. `pre_forward`: through `ddp`, so
+// the algorithm's forward-pre hook runs (once per optimizer step: the
+// first micro-batch's), else the plain module.
+at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch,
+                         bool pre_forward = true);
+
+// Samples [from, from + size) of `batch` (views): a micro-batch.
+Batch slice_batch(const Batch& batch, int64_t from, int64_t size);
+
+// The global L2 norm of every defined gradient of `params`; with
+// `max_norm`, the gradients are then scaled by max_norm / (norm + 1e-6)
+// when that is below 1 (torch.nn.utils.clip_grad_norm_). Returns the norm
+// before clipping (not finite: nothing is scaled).
+double clip_gradients(const std::vector<std::pair<std::string, at::Tensor>>& params, std::optional<double> max_norm);
 
 struct EvalResult {
   double loss = 0;

@@ -18,6 +18,10 @@ void MetricsWindow::add_loss(const at::Tensor& loss) { loss_sum_.add_(loss.detac
 void MetricsWindow::add_step(int64_t samples, const Batch& batch) {
   steps_ += 1;
   samples_ += static_cast<double>(samples);
+  add_micro_batch(batch);
+}
+
+void MetricsWindow::add_micro_batch(const Batch& batch) {
   padding_ += static_cast<double>(batch.padding);
   elements_ += static_cast<double>(batch.input.numel());
   if (batch.input.scalar_type() == at::kLong) token_input_ = true;

@@ -36,6 +36,9 @@ class MetricsWindow {
 
   void add_loss(const at::Tensor& loss);
   void add_step(int64_t samples, const Batch& batch);
+  // A micro-batch before a step's last (train.grad_accum_steps): its
+  // padding and elements count, the step is counted by add_step().
+  void add_micro_batch(const Batch& batch);
 
   // The loss summed so far in this window (on the training device).
   const at::Tensor& loss_sum() const { return loss_sum_; }

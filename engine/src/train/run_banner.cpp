@@ -47,6 +47,7 @@ void say_run_banner(RunLog& log, const RunBanner& b) {
   if (!b.eval_data.empty()) say_fitted(log, "eval: " + b.eval_data);
   say_fitted(log, "sampler: " + b.sampler);
   if (!b.loader.empty()) say_fitted(log, "loader: " + b.loader);
+  if (!b.step.empty()) say_fitted(log, "step: " + b.step);
   if (b.batch_complexity) {
     say_fitted(log, std::to_string(b.per_epoch) + " steps in the first epoch (batches of up to " +
                         std::to_string(b.batch_size) + " samples within " + std::to_string(*b.batch_complexity) +

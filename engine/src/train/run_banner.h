@@ -23,6 +23,7 @@ struct RunBanner {
   std::string device;  // "CPUs", or "GPUs (rank 0 on cuda:0)"
   std::string train_data, eval_data, sampler;  // described; eval_data empty: none
   std::string loader;  // "2 loader threads, ..." when batches load ahead of the step; empty: none
+  std::string step;    // precision, micro-batches, clipping when not the defaults; empty: none
   std::string out_dir;
   int64_t per_epoch = 0, total = 0;
   // Variable-size batches (data.sampler.batch_complexity) of up to

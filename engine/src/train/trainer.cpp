@@ -64,23 +64,54 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   Batch batch = train::to_device(loader_->next(b), env_.device);
   set_learning_rates(epoch, b);
   ddp_->zero_grad();
-  phase(train::Phase::kForward, "forward");
-  if (faults_) faults_->in_forward(pos_.step);
-  at::Tensor loss = train::training_loss(recipe_, module_, *ddp_, batch);
-  if (faults_) loss = faults_->on_loss(pos_.step, loss);
-  phase(train::Phase::kBackward, "backward");  // with the communication it overlaps and waits for
+  // train.grad_accum_steps: the step's batch in micro-batches of
+  // data.batch_size; each one's loss weighted by its share of the step's
+  // samples, so the summed gradient is the step's mean. The algorithm sees
+  // the last micro-batch only (set_gradient_sync), with the sum.
+  const int64_t n = batch.input.size(0);
+  const int64_t micro = recipe_.train.grad_accum_steps > 1 ? recipe_.data.batch_size : std::max<int64_t>(n, 1);
   // Ranks' batches of different sizes (a global batch the world size does
   // not divide): weighted so the averaged gradient is the step's mean.
-  if (const double weight = sampler_->loss_weight(epoch, b, env_.rank); weight != 1.0) {
-    (loss * weight).backward();
-  } else {
-    loss.backward();
+  const double rank_weight = sampler_->loss_weight(epoch, b, env_.rank);
+  at::Tensor loss;  // the step's loss: the micro-batches' weighted sum
+  Batch last_part;
+  for (int64_t from = 0; from < n; from += micro) {
+    const int64_t size = std::min(micro, n - from);
+    const bool last = from + micro >= n;
+    Batch part = size == n ? batch : train::slice_batch(batch, from, size);
+    phase(train::Phase::kForward, "forward");
+    if (faults_) faults_->in_forward(pos_.step);
+    ddp_->set_gradient_sync(last);
+    // The algorithm's forward-pre hook once per optimizer step.
+    at::Tensor part_loss = train::training_loss(recipe_, module_, *ddp_, part, /*pre_forward=*/from == 0);
+    if (faults_ && last) part_loss = faults_->on_loss(pos_.step, part_loss);
+    phase(train::Phase::kBackward, "backward");  // with the communication it overlaps and waits for
+    const double share = size == n ? 1.0 : static_cast<double>(size) / static_cast<double>(n);
+    const double weight = share * rank_weight;
+    if (weight != 1.0) {
+      (part_loss * weight).backward();
+    } else {
+      part_loss.backward();
+    }
+    loss = loss.defined() ? loss + part_loss.detach() * share : (share == 1.0 ? part_loss : part_loss.detach() * share);
+    if (last) {
+      last_part = part;
+    } else {
+      window_->add_micro_batch(part);
+    }
   }
+  ddp_->set_gradient_sync(true);
   phase(train::Phase::kOptimizer, "optimizer");
   // Throws under on_nonfinite: stop.
-  const bool skip = guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
+  bool skip = guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
     return rank == env_.rank ? samples : sampler_->batches(epoch, rank).at(b);
   });
+  // train.clip_grad_norm, and grad_norm for the metrics record (computed on
+  // the steps that log it when nothing is clipped: it costs a host sync).
+  const bool logs = (pos_.step + 1) % recipe_.train.log_every_steps == 0 || pos_.step + 1 == total_;
+  if (!skip && (recipe_.train.clip_grad_norm || logs)) {
+    grad_norm_ = train::clip_gradients(params_, recipe_.train.clip_grad_norm);
+  }
   if (skip) {
     ddp_->skip_step();
   } else {
@@ -91,7 +122,7 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   progress_->step(pos_.step);
   phase(train::Phase::kCoordination, "metrics");
   if (!skip) window_->add_loss(loss);
-  window_->add_step(static_cast<int64_t>(samples.size()), batch);
+  window_->add_step(static_cast<int64_t>(samples.size()), last_part);
 }
 
 // The learning-rate schedule at this step: by the step, or, once the run
@@ -170,6 +201,8 @@ void Worker::record_window(int64_t epoch) {
   r.comm_bytes = w.comm_bytes;
   if (recipe_.train.on_nonfinite == OnNonFinite::kSkipStep) r.nonfinite_skips = guard_->skips();
   if (recipe_.data.train.skip_unreadable) r.skipped_images = train_data_->skipped_samples();
+  r.grad_norm = grad_norm_;
+  grad_norm_.reset();
   r.padding = w.padding;
   if (built_.optimizers.size() > 1) r.lrs = train::current_lrs(built_.optimizers);
   const bool seen_before = divergence_.ever();

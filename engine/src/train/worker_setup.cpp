@@ -43,7 +43,8 @@ void Worker::setup() {
   params_ = train::named_parameters(module_);
   buffers_ = train::named_buffers(module_);
   built_ = train::build_optimizers(recipe_.optimizers, params_);
-  sampler_ = make_sampler(recipe_.data, *train_data_, env_.world, recipe_.train.global_batch_size.value_or(0));
+  sampler_ = make_sampler(data_per_step(recipe_.data, recipe_.train), *train_data_, env_.world,
+                          recipe_.train.global_batch_size.value_or(0));
   {
     const char* local = std::getenv("LOCAL_WORLD_SIZE");
     loader_ = std::make_unique<train::BatchLoader>(
@@ -167,7 +168,8 @@ void Worker::count_steps() {
   if (per_epoch_ == 0) throw Error("the training set gives this worker no samples: no step would run", true);
   if (resized_ && !schedule_ && !variable) {
     // A checkpoint from before "progress" was saved: its run's units.
-    const auto before = make_sampler(recipe_.data, *train_data_, static_cast<int>(resized_->world),
+    const auto before = make_sampler(data_per_step(recipe_.data, recipe_.train), *train_data_,
+                                     static_cast<int>(resized_->world),
                                      resized_->global_batch);
     schedule_ = ScheduleUnits{resized_->global_batch, before->num_batches(0), true, 0};
   }
@@ -231,6 +233,19 @@ void Worker::announce() {
   b.train_data = train_data_->describe();
   if (eval_data_) b.eval_data = eval_data_->describe();
   b.sampler = sampler_->describe();
+  {
+    std::vector<std::string> step;
+    if (recipe_.train.bf16) step.push_back("bf16 autocast");
+    if (recipe_.train.grad_accum_steps > 1)
+      step.push_back(std::to_string(recipe_.train.grad_accum_steps) + " micro-batches of " +
+                     std::to_string(recipe_.data.batch_size) + " per worker, gradients sent once");
+    if (recipe_.train.clip_grad_norm) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "gradient norm clipped at %g", *recipe_.train.clip_grad_norm);
+      step.push_back(text);
+    }
+    for (const auto& s : step) b.step += (b.step.empty() ? "" : "; ") + s;
+  }
   if (const int n = loader_->threads(); n > 0)
     b.loader = std::to_string(n) + " thread" + (n == 1 ? "" : "s") + " loading up to " + std::to_string(2 * n) +
                " batches ahead of the step (data.loader_threads)";
