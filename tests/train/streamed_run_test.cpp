@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 namespace {
@@ -162,9 +163,15 @@ TEST_F(RunTest, TheShippedStreamedRecipesTrain) {
   RunOutcome gpt = bagua_run(kSource + "/recipes/bytes-gpt.yaml --set train.max_steps=100 --set train.eval_every=100 "
                                        "--set output.dir=" + (dir_ / "gpt").string());
   ASSERT_EQ(gpt.exit_code, 0) << gpt.output;
-  double eval_loss = 99;
-  for (const auto& j : metrics(dir_ / "gpt" / "metrics.jsonl"))
-    if (j.contains("eval_loss")) eval_loss = j["eval_loss"].get<double>();
+  double eval_loss = 99, perplexity = 0;
+  for (const auto& j : metrics(dir_ / "gpt" / "metrics.jsonl")) {
+    if (!j.contains("eval_loss")) continue;
+    eval_loss = j["eval_loss"].get<double>();
+    ASSERT_TRUE(j.contains("eval_perplexity")) << j;
+    perplexity = j["eval_perplexity"].get<double>();
+  }
+  EXPECT_NEAR(perplexity, std::exp(eval_loss), 1e-6 * perplexity);
+  EXPECT_NE(gpt.output.find("perplexity"), std::string::npos) << gpt.output;
   // A byte-level model that learned nothing: ln 256 = 5.55; 100 steps give about 3.1.
   EXPECT_LT(eval_loss, 3.5) << gpt.output;
 

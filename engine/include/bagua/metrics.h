@@ -45,6 +45,7 @@ struct EvalRecord {
   std::optional<double> eval_accuracy;  // classification only
   int64_t eval_samples = 0;
   double time = 0;
+  std::optional<double> eval_perplexity;  // exp(eval_loss): cross_entropy over token sequences only
 };
 
 struct ResumeRecord {

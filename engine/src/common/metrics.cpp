@@ -63,6 +63,7 @@ json eval_json(const EvalRecord& r) {
   json j = {{"step", r.step}, {"epoch", r.epoch}, {"eval_loss", finite_or_null(r.eval_loss)},
             {"eval_samples", r.eval_samples}, {"time", r.time}};
   if (r.eval_accuracy) j["eval_accuracy"] = *r.eval_accuracy;
+  if (r.eval_perplexity) j["eval_perplexity"] = finite_or_null(*r.eval_perplexity);
   return j;
 }
 
@@ -103,6 +104,8 @@ EvalRecord eval_from(const json& j, const std::string& where) {
   r.step = integer(j, "step", where);
   r.eval_loss = number(j, "eval_loss", where);
   if (j.contains("eval_accuracy")) r.eval_accuracy = number(j, "eval_accuracy", where);
+  if (j.contains("eval_perplexity") && j["eval_perplexity"].is_number())
+    r.eval_perplexity = number(j, "eval_perplexity", where);
   r.time = number(j, "time", where);
   r.epoch = integer_or(j, "epoch", 0, where);
   r.eval_samples = integer_or(j, "eval_samples", 0, where);
@@ -234,6 +237,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const Record& re
   } else if (const auto* e = std::get_if<EvalRecord>(&record)) {
     s = {{"eval/loss", e->eval_loss}};
     if (e->eval_accuracy) s.emplace_back("eval/accuracy", *e->eval_accuracy);
+    if (e->eval_perplexity) s.emplace_back("eval/perplexity", *e->eval_perplexity);
   }
   return s;
 }

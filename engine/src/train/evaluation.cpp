@@ -114,7 +114,7 @@ EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Data
   const int rank = group->rank(), world = group->size();
   std::vector<int64_t> mine;
   for (int64_t i = rank; i < dataset.size(); i += world) mine.push_back(i);
-  double loss_sum = 0, correct = 0;
+  double loss_sum = 0, correct = 0, sequences = 0;
   const bool classify = is_classification(recipe.model.loss);
   for (const auto& idx : make_batches(mine, recipe.data.batch_size)) {
     Batch b = to_device(dataset.get_batch(idx), device);
@@ -126,13 +126,14 @@ EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Data
     at::Tensor out = forward_output(module, nullptr, {b.input});
     loss_sum += compute_loss(recipe.model.loss, out, b.target).item<double>() * n;
     if (classify && is_sequence_output(out, b.target)) {
+      sequences += n;
       // Tokens: each sample counts the share of its positions predicted.
       correct += out.argmax(-1).eq(b.target).to(at::kDouble).flatten(1).mean(1).sum().item<double>();
     } else if (classify) {
       correct += out.argmax(1).eq(b.target).sum().item<double>();
     }
   }
-  at::Tensor sums = torch::tensor({loss_sum, correct, static_cast<double>(mine.size())}, torch::kDouble);
+  at::Tensor sums = torch::tensor({loss_sum, correct, static_cast<double>(mine.size()), sequences}, torch::kDouble);
   allreduce(sums, ReduceOp::SUM, group);
   module.train();
   EvalResult r;
@@ -140,6 +141,7 @@ EvalResult evaluate(const Recipe& recipe, torch::jit::Module& module, const Data
   if (r.samples > 0) {
     r.loss = sums[0].item<double>() / r.samples;
     if (classify) r.accuracy = sums[1].item<double>() / r.samples;
+    if (recipe.model.loss == Loss::kCrossEntropy && sums[3].item<double>() > 0) r.perplexity = std::exp(r.loss);
   }
   return r;
 }

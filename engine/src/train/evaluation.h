@@ -47,6 +47,7 @@ double clip_gradients(const std::vector<std::pair<std::string, at::Tensor>>& par
 struct EvalResult {
   double loss = 0;
   std::optional<double> accuracy;  // classification losses only
+  std::optional<double> perplexity;  // exp(loss): cross_entropy over token sequences
   int64_t samples = 0;
 };
 

@@ -283,7 +283,7 @@ void Worker::evaluate(int64_t epoch) {
   average_->run([&] { e = train::evaluate(recipe_, module_, *eval_data_, env_.control, env_.device); });
   outcome_.eval_loss = e.loss;
   outcome_.eval_accuracy = e.accuracy;
-  log_->eval({pos_.step, epoch + 1, e.loss, e.accuracy, e.samples, log_->elapsed()});
+  log_->eval({pos_.step, epoch + 1, e.loss, e.accuracy, e.samples, log_->elapsed(), e.perplexity});
   side_work_end();
 }
 
