@@ -46,12 +46,9 @@ def family(root):
     return pids
 
 
-def measure(binary, recipe, sets):
-    out = tempfile.mkdtemp(prefix="bagua-rss-")
-    cmd = [binary, "run", recipe, "--set", f"output.dir={out}"]
-    for s in sets:
-        cmd += ["--set", s]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def poll(proc):
+    """Polls the launcher `proc` and its children every 20 ms until it
+    exits: ({pid: peak VmHWM}, {pid: peak RssAnon}), bytes."""
     hwm, anon = {}, {}
     while proc.poll() is None:
         for pid in family(proc.pid):
@@ -60,6 +57,16 @@ def measure(binary, recipe, sets):
                 hwm[pid] = max(hwm.get(pid, 0), s[0])
                 anon[pid] = max(anon.get(pid, 0), s[1])
         time.sleep(0.02)
+    return hwm, anon
+
+
+def measure(binary, recipe, sets):
+    out = tempfile.mkdtemp(prefix="bagua-rss-")
+    cmd = [binary, "run", recipe, "--set", f"output.dir={out}"]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hwm, anon = poll(proc)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
     launcher = (hwm.pop(proc.pid, 0), anon.pop(proc.pid, 0))
