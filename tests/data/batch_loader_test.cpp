@@ -55,6 +55,10 @@ std::vector<std::vector<int64_t>> batches_of(int64_t n, int64_t size, int64_t of
   return out;
 }
 
+std::shared_ptr<const std::vector<std::vector<int64_t>>> shared(std::vector<std::vector<int64_t>> batches) {
+  return std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(batches));
+}
+
 void expect_batch(const Batch& b, const std::vector<int64_t>& samples, int64_t epoch) {
   ASSERT_EQ(b.input.numel(), static_cast<int64_t>(samples.size()));
   for (size_t k = 0; k < samples.size(); ++k) {
@@ -71,7 +75,7 @@ TEST(BatchLoader, GivesEachBatchInOrderAsTheStepWouldLoadIt) {
     EXPECT_EQ(loader.threads(), threads);
     for (int64_t epoch = 0; epoch < 2; ++epoch) {
       const auto batches = batches_of(100, 7, 0);
-      loader.start(epoch, batches, epoch == 0 ? 0 : 4);  // epoch 1 resumes at batch 4
+      loader.start(epoch, shared(batches), epoch == 0 ? 0 : 4);  // epoch 1 resumes at batch 4
       for (int64_t b = epoch == 0 ? 0 : 4; b < static_cast<int64_t>(batches.size()); ++b)
         expect_batch(loader.next(b), batches[static_cast<size_t>(b)], epoch);
     }
@@ -81,7 +85,7 @@ TEST(BatchLoader, GivesEachBatchInOrderAsTheStepWouldLoadIt) {
 TEST(BatchLoader, LoadsAheadAtMostTwoBatchesPerThread) {
   auto data = std::make_shared<Numbers>(1000);
   train::BatchLoader loader(data, 2);
-  loader.start(0, batches_of(1000, 10), 0);
+  loader.start(0, shared(batches_of(1000, 10)), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(data->loads_.load(), 4) << "2 threads x 2 batches, none asked for yet";
   (void)loader.next(0);
@@ -93,7 +97,7 @@ TEST(BatchLoader, ABadSampleFailsTheStepOfItsBatchNotAnEarlierOne) {
   auto data = std::make_shared<Numbers>(50, /*bad=*/23);
   train::BatchLoader loader(data, 2);
   const auto batches = batches_of(50, 5);
-  loader.start(0, batches, 0);
+  loader.start(0, shared(batches), 0);
   for (int64_t b = 0; b < 4; ++b) EXPECT_NO_THROW(loader.next(b)) << b;  // batch 4 holds 20..24
   EXPECT_THROW(loader.next(4), DataError);
 }
@@ -101,11 +105,11 @@ TEST(BatchLoader, ABadSampleFailsTheStepOfItsBatchNotAnEarlierOne) {
 TEST(BatchLoader, ANewEpochDropsWhatWasLoadedForTheOld) {
   auto data = std::make_shared<Numbers>(60);
   train::BatchLoader loader(data, 3);
-  loader.start(0, batches_of(60, 6), 0);
+  loader.start(0, shared(batches_of(60, 6)), 0);
   (void)loader.next(0);
   // Stopped after one batch (max_steps, a signal): the next epoch, other samples.
   const auto other = batches_of(60, 6, 1000);
-  loader.start(1, other, 0);
+  loader.start(1, shared(other), 0);
   for (int64_t b = 0; b < 10; ++b) expect_batch(loader.next(b), other[static_cast<size_t>(b)], 1);
 }
 
@@ -113,7 +117,7 @@ TEST(BatchLoader, StopsCleanlyWithBatchesInFlight) {
   auto data = std::make_shared<Numbers>(10000);
   {
     train::BatchLoader loader(data, 4);
-    loader.start(0, batches_of(10000, 50), 0);
+    loader.start(0, shared(batches_of(10000, 50)), 0);
     (void)loader.next(0);
   }  // destroyed while its threads load
   SUCCEED();

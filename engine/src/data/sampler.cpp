@@ -47,24 +47,25 @@ class DistributedBatches : public Sampler {
   }
 
   std::vector<std::vector<int64_t>> batches(int64_t epoch, int rank) const override {
-    std::vector<int64_t> order = epoch_order(epoch);
+    // The epoch's order as randperm gives it (int32 below 2^31 samples: the
+    // same permutation in half the memory), read in place: a streamed set
+    // of millions of samples costs its order once, then the rank's batches.
+    const at::Tensor order = epoch_order(epoch);
+    const bool narrow = order.scalar_type() == at::kInt;
+    const int32_t* o32 = narrow ? order.data_ptr<int32_t>() : nullptr;
+    const int64_t* o64 = narrow ? nullptr : order.data_ptr<int64_t>();
+    auto sample = [&](int64_t p) { return narrow ? static_cast<int64_t>(o32[p]) : o64[p]; };
     const int64_t begin = start_of(epoch);
-    const int64_t rest = static_cast<int64_t>(order.size()) - begin;
+    const int64_t rest = size_ - begin;
     const int64_t slots = slots_of(rest);
-    std::vector<int64_t> mine;  // the rank's samples, in order
-    std::vector<int64_t> sizes;
+    std::vector<std::vector<int64_t>> out;
+    out.reserve(static_cast<size_t>((slots + global_ - 1) / global_));
     for (int64_t c = 0; c < slots; c += global_) {
       const int64_t len = std::min(global_, slots - c);
-      int64_t n = 0;
-      for (int64_t p = c + rank; p < c + len; p += replicas_, ++n) mine.push_back(order[begin + p % rest]);
-      sizes.push_back(n);
-    }
-    std::vector<std::vector<int64_t>> out;
-    out.reserve(sizes.size());
-    size_t at = 0;
-    for (int64_t n : sizes) {
-      out.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(at), mine.begin() + static_cast<std::ptrdiff_t>(at + n));
-      at += static_cast<size_t>(n);
+      std::vector<int64_t> batch;
+      batch.reserve(static_cast<size_t>((len + replicas_ - 1) / replicas_));
+      for (int64_t p = c + rank; p < c + len; p += replicas_) batch.push_back(sample(begin + p % rest));
+      out.push_back(std::move(batch));
     }
     return out;
   }
@@ -114,16 +115,11 @@ class DistributedBatches : public Sampler {
     const int64_t padded = (last + replicas_ - 1) / replicas_ * replicas_;
     return whole + (padded <= global_ ? padded : last);
   }
-  std::vector<int64_t> epoch_order(int64_t epoch) const {
-    std::vector<int64_t> order(static_cast<size_t>(size_));
-    if (spec_.shuffle) {
-      at::Generator g = at::make_generator<at::CPUGeneratorImpl>(spec_.seed + static_cast<uint64_t>(epoch));
-      at::Tensor perm = at::randperm(size_, g, at::TensorOptions().dtype(at::kLong)).contiguous();
-      std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size_, order.begin());
-    } else {
-      for (int64_t i = 0; i < size_; ++i) order[static_cast<size_t>(i)] = i;
-    }
-    return order;
+  at::Tensor epoch_order(int64_t epoch) const {
+    const auto dtype = size_ < (int64_t{1} << 31) ? at::kInt : at::kLong;
+    if (!spec_.shuffle) return at::arange(size_, at::TensorOptions().dtype(dtype));
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(spec_.seed + static_cast<uint64_t>(epoch));
+    return at::randperm(size_, g, at::TensorOptions().dtype(dtype)).contiguous();
   }
 
   SamplerSpec spec_;

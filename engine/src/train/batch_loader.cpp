@@ -19,12 +19,13 @@ BatchLoader::~BatchLoader() {
   for (auto& t : workers_) t.join();
 }
 
-void BatchLoader::start(int64_t epoch, std::vector<std::vector<int64_t>> batches, int64_t from) {
+void BatchLoader::start(int64_t epoch, std::shared_ptr<const std::vector<std::vector<int64_t>>> batches,
+                        int64_t from) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++generation_;
     epoch_ = epoch;
-    batches_ = std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(batches));
+    batches_ = std::move(batches);
     issued_ = consumed_ = from;
     loaded_.clear();
   }

@@ -32,7 +32,7 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   // From now on next() gives `batches[b]` of `epoch`, for b = from, from + 1, ...
-  void start(int64_t epoch, std::vector<std::vector<int64_t>> batches, int64_t from);
+  void start(int64_t epoch, std::shared_ptr<const std::vector<std::vector<int64_t>>> batches, int64_t from);
   // Batch `b` of the current epoch (asked for in order, from start()'s
   // `from`); waits while a loader is still at it.
   Batch next(int64_t b);

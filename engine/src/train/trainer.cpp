@@ -29,11 +29,14 @@ namespace bagua::train {
 void Worker::loop() {
   window_ = std::make_unique<train::MetricsWindow>(env_.device, ddp_->bytes_sent());
   for (int64_t epoch = pos_.epoch; pos_.step < total_ && epoch < recipe_.train.epochs; ++epoch) {
-    const auto batches = sampler_->batches(epoch, env_.rank);
+    // Shared with the loader threads (one copy: a streamed set's epoch can
+    // hold millions of samples).
+    const auto shared = std::make_shared<const std::vector<std::vector<int64_t>>>(sampler_->batches(epoch, env_.rank));
+    const auto& batches = *shared;
     const auto count = static_cast<int64_t>(batches.size());
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
     const int64_t start = epoch == pos_.epoch ? pos_.epoch_start : 0;  // where its batches began
-    loader_->start(epoch, batches, b);
+    loader_->start(epoch, shared, b);
     for (; b < count && pos_.step < total_; ++b) {
       if (faults_) faults_->at_step_start(pos_.step);
       progress_->step(pos_.step);
