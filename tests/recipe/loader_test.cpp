@@ -87,6 +87,10 @@ TEST(RecipeDefaults, TypedDefaultsAreTheSchemaDefaults) {
   EXPECT_EQ(r.checkpoint.every_steps.has_value(), !schema_default(c + "every_steps").is_null());
   EXPECT_EQ(r.checkpoint.keep, schema_default(c + "keep"));
   EXPECT_EQ(r.checkpoint.resume, schema_default(c + "resume"));
+  EXPECT_EQ(schema_default(c + "keep_best"), false);
+  EXPECT_FALSE(r.checkpoint.keep_best.has_value());
+  EXPECT_TRUE(schema_default(t + "early_stop").is_null());
+  EXPECT_FALSE(r.train.early_stop.has_value());
 
   EXPECT_EQ(r.name, "minimal");
   EXPECT_EQ(r.output.dir, "runs/minimal");
@@ -108,6 +112,35 @@ TEST(RecipeDefaults, StructInitialisersMatchTheSchema) {
   EXPECT_EQ(OptimizerSpec{}.warmup_steps, schema_default("/definitions/optimizer_qadam/properties/warmup_steps"));
   EXPECT_EQ(CacheSpec{}.writer_buffer_size, schema_default("/definitions/cache/properties/writer_buffer_size"));
   EXPECT_EQ(CacheSpec{}.capacity_per_node, *parse_byte_size("100MB"));
+}
+
+// keep_best: true is {metric: eval_loss, mode: min}; an unwritten mode is
+// the metric's better direction; the resolved recipe says what was chosen.
+TEST(RecipeDefaults, KeepBestAndEarlyStopFillTheirGoal) {
+  const std::string path = source_path("tests/fixtures/recipes/good/minimal.yaml");
+  const std::string eval = "data.eval={format: csv, path: " + source_path("tests/fixtures/recipes/data/tiny.csv") +
+                           ", target_column: label}";
+  Recipe r = load_recipe(path, {eval, "checkpoint.keep_best=true", "train.early_stop={patience: 4}"});
+  ASSERT_TRUE(r.checkpoint.keep_best);
+  EXPECT_EQ(r.checkpoint.keep_best->metric, EvalMetric::kEvalLoss);
+  EXPECT_EQ(r.checkpoint.keep_best->mode, MetricMode::kMin);
+  EXPECT_EQ(r.resolved["checkpoint"]["keep_best"], (json{{"metric", "eval_loss"}, {"mode", "min"}}));
+  ASSERT_TRUE(r.train.early_stop);
+  EXPECT_EQ(r.train.early_stop->patience, 4);
+  EXPECT_EQ(r.train.early_stop->goal.metric, EvalMetric::kEvalLoss);
+  EXPECT_EQ(r.train.early_stop->goal.mode, MetricMode::kMin);
+  EXPECT_EQ(r.train.early_stop->min_delta, schema_default("/definitions/early_stop/properties/min_delta"));
+
+  r = load_recipe(path, {eval, "checkpoint.keep_best={metric: eval_accuracy}",
+                         "train.early_stop={patience: 2, metric: eval_accuracy, min_delta: 0.01}"});
+  EXPECT_EQ(r.checkpoint.keep_best->metric, EvalMetric::kEvalAccuracy);
+  EXPECT_EQ(r.checkpoint.keep_best->mode, MetricMode::kMax);
+  EXPECT_EQ(r.train.early_stop->goal.mode, MetricMode::kMax);
+  EXPECT_DOUBLE_EQ(r.train.early_stop->min_delta, 0.01);
+
+  r = load_recipe(path, {eval, "checkpoint.keep_best={metric: eval_accuracy, mode: min}"});
+  EXPECT_EQ(r.checkpoint.keep_best->mode, MetricMode::kMin) << "a written mode is kept";
+  EXPECT_FALSE(load_recipe(path, {eval, "checkpoint.keep_best=false"}).checkpoint.keep_best);
 }
 
 TEST(RecipeDefaults, PerAlgorithmKwargDefaults) {

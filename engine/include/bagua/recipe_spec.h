@@ -39,6 +39,8 @@ enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
 enum class Backend { kAuto, kGloo, kNccl };
 enum class Device { kAuto, kCpu, kCuda };
 enum class OnNonFinite { kStop, kSkipStep };
+enum class EvalMetric { kEvalLoss, kEvalAccuracy };  // as metrics.jsonl names them
+enum class MetricMode { kMin, kMax };
 
 // The recipe spelling of each enumerator ("cross_entropy", "idx", ...).
 const char* to_string(Loss v);
@@ -49,6 +51,12 @@ const char* to_string(SchedulerType v);
 const char* to_string(Backend v);
 const char* to_string(Device v);
 const char* to_string(OnNonFinite v);
+const char* to_string(EvalMetric v);
+const char* to_string(MetricMode v);
+
+// True for losses whose targets are class indices: their evaluations also
+// measure eval_accuracy.
+bool is_classification(Loss loss);
 
 // model:
 struct ModelSpec {
@@ -232,6 +240,23 @@ struct EvalSchedule {
   int64_t steps = 0;  // kSteps only
 };
 
+// What checkpoint.keep_best and train.early_stop judge an evaluation by: a
+// figure of its record and which way is better.
+struct EvalGoal {
+  EvalMetric metric = EvalMetric::kEvalLoss;
+  MetricMode mode = MetricMode::kMin;  // unwritten in a recipe: default_mode(metric)
+};
+
+// The better direction of a figure: min for eval_loss, max for eval_accuracy.
+MetricMode default_mode(EvalMetric metric);
+
+// train.early_stop
+struct EarlyStopSpec {
+  EvalGoal goal;
+  int64_t patience = 1;  // evaluations in a row without an improvement that end the run
+  double min_delta = 0;  // the least change toward goal.mode that is an improvement
+};
+
 struct TrainSpec {
   int64_t epochs = 1;
   std::optional<int64_t> max_steps;
@@ -249,6 +274,7 @@ struct TrainSpec {
   int64_t grad_accum_steps = 1;         // micro-batches per optimizer step
   std::optional<double> clip_grad_norm;  // the gradients' global L2 norm is kept at most this
   bool bf16 = false;                     // train.precision: bf16 (autocast) or fp32
+  std::optional<EarlyStopSpec> early_stop;  // empty: train to epochs or max_steps
 };
 
 // The data a worker takes per optimizer step: data.batch_size x
@@ -266,6 +292,8 @@ struct CheckpointSpec {
   bool allow_model_change = false;   // resume even when the model file's SHA-256 differs
   bool allow_recipe_change = false;  // resume even when the recipe's meaning differs
   std::string resume = "auto";  // "auto", "never", or an absolute path
+  // The best evaluation's model is kept in OUTPUT/best/; empty: none.
+  std::optional<EvalGoal> keep_best;
 };
 
 struct OutputSpec {
@@ -338,5 +366,10 @@ struct Recipe {
 // nothing for a spelling of none of them.
 template <typename Enum>
 std::optional<Enum> enum_from_string(std::string_view text);
+// Declared here, as they are read outside the recipe layer too (meta.json).
+template <>
+std::optional<EvalMetric> enum_from_string<EvalMetric>(std::string_view text);
+template <>
+std::optional<MetricMode> enum_from_string<MetricMode>(std::string_view text);
 
 }  // namespace bagua

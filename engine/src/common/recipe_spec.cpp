@@ -15,6 +15,8 @@ const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};
 const char* const kBackendNames[] = {"auto", "gloo", "nccl"};
 const char* const kDeviceNames[] = {"auto", "cpu", "cuda"};
 const char* const kOnNonFiniteNames[] = {"stop", "skip_step"};
+const char* const kEvalMetricNames[] = {"eval_loss", "eval_accuracy"};
+const char* const kMetricModeNames[] = {"min", "max"};
 
 template <typename Enum, size_t N>
 std::optional<Enum> find_name(std::string_view text, const char* const (&names)[N]) {
@@ -33,6 +35,14 @@ const char* to_string(SchedulerType v) { return kSchedulerNames[static_cast<int>
 const char* to_string(Backend v) { return kBackendNames[static_cast<int>(v)]; }
 const char* to_string(Device v) { return kDeviceNames[static_cast<int>(v)]; }
 const char* to_string(OnNonFinite v) { return kOnNonFiniteNames[static_cast<int>(v)]; }
+const char* to_string(EvalMetric v) { return kEvalMetricNames[static_cast<int>(v)]; }
+const char* to_string(MetricMode v) { return kMetricModeNames[static_cast<int>(v)]; }
+
+bool is_classification(Loss loss) { return loss == Loss::kCrossEntropy || loss == Loss::kNll; }
+
+MetricMode default_mode(EvalMetric metric) {
+  return metric == EvalMetric::kEvalAccuracy ? MetricMode::kMax : MetricMode::kMin;
+}
 
 template <>
 std::optional<Loss> enum_from_string<Loss>(std::string_view t) { return find_name<Loss>(t, kLossNames); }
@@ -59,6 +69,15 @@ std::optional<Device> enum_from_string<Device>(std::string_view t) { return find
 template <>
 std::optional<OnNonFinite> enum_from_string<OnNonFinite>(std::string_view t) {
   return find_name<OnNonFinite>(t, kOnNonFiniteNames);
+}
+
+template <>
+std::optional<EvalMetric> enum_from_string<EvalMetric>(std::string_view t) {
+  return find_name<EvalMetric>(t, kEvalMetricNames);
+}
+template <>
+std::optional<MetricMode> enum_from_string<MetricMode>(std::string_view t) {
+  return find_name<MetricMode>(t, kMetricModeNames);
 }
 
 std::string Diagnostic::to_string() const {

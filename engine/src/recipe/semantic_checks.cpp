@@ -454,6 +454,42 @@ struct Checker {
                     ": the model is evaluated on inputs scaled otherwise than it trained on; set both the same");
     }
   }
+
+  // checkpoint.keep_best and train.early_stop judge evaluations: there must
+  // be some, and they must report the figure watched. keep_best: true and an
+  // unwritten mode are resolved here, so the resolved recipe says them.
+  void check_eval_goals() {
+    const std::pair<std::string, const char*> goals[] = {
+        {"checkpoint.keep_best", "keeps the model of the best evaluation"},
+        {"train.early_stop", "ends the run when evaluations stop improving"}};
+    for (const auto& [key, what] : goals) {
+      json* goal = at(key);
+      if (goal && *goal == true && key == "checkpoint.keep_best") {
+        *goal = json{{"metric", to_string(EvalMetric::kEvalLoss)}};
+      }
+      if (!goal || !goal->is_object()) continue;  // off (false, null), or the schema says what is wrong
+      const json* eval = at("data.eval");
+      const json* every = at("train.eval_every");
+      if (!eval || eval->is_null()) {
+        error(key, std::string(what) + ", but no data.eval is set, so nothing is evaluated (expected a data.eval, "
+                       "or no " + key + ")");
+      } else if (every && *every == "never") {
+        error(key, std::string(what) + ", but train.eval_every is never (expected epoch or a number of steps)");
+      }
+      const json& metric = field(*goal, "metric");
+      const auto watched = metric.is_string() ? enum_from_string<EvalMetric>(metric.get<std::string>()) : std::nullopt;
+      if (!watched) continue;
+      const json* loss = at("model.loss");
+      const auto loss_type =
+          loss && loss->is_string() ? enum_from_string<Loss>(loss->get<std::string>()) : std::nullopt;
+      if (*watched == EvalMetric::kEvalAccuracy && loss_type && !is_classification(*loss_type)) {
+        error(key + ".metric", "evaluations measure eval_accuracy with model.loss cross_entropy or nll only "
+                               "(expected eval_loss with model.loss " + loss->get<std::string>() +
+                               ", found eval_accuracy)");
+      }
+      if (!goal->contains("mode")) (*goal)["mode"] = to_string(default_mode(*watched));
+    }
+  }
 };
 
 }  // namespace
@@ -481,6 +517,7 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   check_data_source_columns(tree, "data.eval", diags);
   c.check_resume();
   c.check_eval();
+  c.check_eval_goals();
 }
 
 }  // namespace bagua::recipe

@@ -161,6 +161,13 @@ OptimizerSpec optimizer(const json& j) {
   return o;
 }
 
+// checkpoint.keep_best's or train.early_stop's mapping (the semantic checks
+// resolved keep_best: true and an unwritten mode).
+EvalGoal eval_goal(const json& j) {
+  return {enum_from<EvalMetric>(j.at("metric").get<std::string>()),
+          enum_from<MetricMode>(j.at("mode").get<std::string>())};
+}
+
 }  // namespace
 
 Recipe to_typed_recipe(const json& doc) {
@@ -264,6 +271,9 @@ Recipe to_typed_recipe(const json& doc) {
   r.train.grad_accum_steps = t.at("grad_accum_steps").get<int64_t>();
   if (const json& clip = t.at("clip_grad_norm"); clip.is_number()) r.train.clip_grad_norm = clip.get<double>();
   r.train.bf16 = t.at("precision") == "bf16";
+  if (const json& e = t.at("early_stop"); !e.is_null()) {
+    r.train.early_stop = EarlyStopSpec{eval_goal(e), e.at("patience").get<int64_t>(), e.at("min_delta").get<double>()};
+  }
 
   const json& c = doc.at("checkpoint");
   r.checkpoint.every_steps = optional_int(c.at("every_steps"));
@@ -272,6 +282,7 @@ Recipe to_typed_recipe(const json& doc) {
   r.checkpoint.allow_model_change = c.at("allow_model_change").get<bool>();
   r.checkpoint.allow_recipe_change = c.at("allow_recipe_change").get<bool>();
   r.checkpoint.resume = c.at("resume").get<std::string>();
+  if (const json& k = c.at("keep_best"); k.is_object()) r.checkpoint.keep_best = eval_goal(k);
 
   const json& o = doc.at("output");
   r.output.dir = o.at("dir").get<std::string>();

@@ -12,8 +12,6 @@
 
 namespace bagua::train {
 
-bool is_classification(Loss loss) { return loss == Loss::kCrossEntropy || loss == Loss::kNll; }
-
 bool is_sequence_output(const at::Tensor& output, const at::Tensor& target) {
   return output.dim() >= 3 && target.dim() == output.dim() - 1 && output.sizes().slice(0, target.dim()) == target.sizes();
 }

@@ -24,9 +24,6 @@ bool is_sequence_output(const at::Tensor& output, const at::Tensor& target);
 
 at::Tensor compute_loss(Loss loss, const at::Tensor& output, const at::Tensor& target);
 
-// True for losses whose targets are class indices.
-bool is_classification(Loss loss);
-
 struct BuiltOptimizers {
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
   std::vector<double> base_lrs;             // one per optimizer
