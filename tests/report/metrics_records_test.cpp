@@ -52,10 +52,22 @@ TEST(MetricsRecords, EveryKindRoundTrips) {
   EXPECT_EQ(s2.padding, 0.125);
   EXPECT_EQ(s2.lrs, s.lrs);
 
-  EvalRecord e{60, 2, 0.5, 0.875, 10000, 4.0};
+  EvalRecord e{60, 2, 0.5, 0.875, 10000, 4.0, std::nullopt, "", false};
   const EvalRecord e2 = round_trip(e);
   EXPECT_EQ(e2.eval_accuracy, 0.875);
   EXPECT_EQ(e2.eval_samples, 10000);
+  EXPECT_TRUE(e2.best.empty());
+  EXPECT_FALSE(e2.early_stop);
+  EXPECT_FALSE(to_json(e).contains("best"));
+  EXPECT_FALSE(to_json(e).contains("early_stop"));
+  e.best = "eval_accuracy";
+  e.early_stop = true;
+  const EvalRecord e3 = round_trip(e);
+  EXPECT_EQ(e3.best, "eval_accuracy");
+  EXPECT_TRUE(e3.early_stop);
+  EXPECT_EQ(eval_figure(e3, "eval_accuracy"), 0.875);
+  EXPECT_EQ(eval_figure(e3, "eval_loss"), 0.5);
+  EXPECT_FALSE(eval_figure(e3, "eval_perplexity"));
 
   const ResumeRecord r2 = round_trip(ResumeRecord{100, "/runs/x/checkpoints/step-00000100"});
   EXPECT_EQ(r2.step, 100);
@@ -143,7 +155,7 @@ TEST(MetricsRecords, TensorBoardTagsComeFromTheRecords) {
   for (const auto& [tag, value] : tags) names.push_back(tag);
   EXPECT_EQ(names, (std::vector<std::string>{"train/loss", "train/lr", "train/samples_per_s", "comm/bytes",
                                              "train/lr/0", "train/lr/1", "train/nonfinite_skips"}));
-  EXPECT_EQ(tensorboard_scalars(EvalRecord{1, 1, 0.5, 0.9, 10, 1}).size(), 2u);
+  EXPECT_EQ(tensorboard_scalars(EvalRecord{1, 1, 0.5, 0.9, 10, 1, std::nullopt, "", false}).size(), 2u);
   EXPECT_TRUE(tensorboard_scalars(MemoryRecord{}).empty());
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <map>
 
 namespace {
@@ -31,6 +32,9 @@ CheckpointMeta full_meta() {
   m.schedule = bagua::ScheduleUnits{64, 16, true, 999};
   m.provenance = {{"bagua", "x"}};
   m.tuned_bucket_bytes = 4096;
+  m.keep_best = bagua::BestEvaluation{{bagua::EvalMetric::kEvalAccuracy, bagua::MetricMode::kMax}, 0.8, 96, 2, 3};
+  m.early_stop = bagua::BestEvaluation{{bagua::EvalMetric::kEvalLoss, bagua::MetricMode::kMin}};  // none yet
+  m.early_stop->evaluations_since = 1;
   return m;
 }
 
@@ -60,6 +64,16 @@ TEST(CheckpointMeta, RoundTripsEveryKey) {
   EXPECT_EQ(back.schedule->total_steps, 0) << "the schedule's length is not saved";
   EXPECT_EQ(back.provenance, m.provenance);
   EXPECT_EQ(back.tuned_bucket_bytes, 4096);
+  ASSERT_TRUE(back.keep_best);
+  EXPECT_EQ(back.keep_best->goal.metric, bagua::EvalMetric::kEvalAccuracy);
+  EXPECT_EQ(back.keep_best->goal.mode, bagua::MetricMode::kMax);
+  EXPECT_DOUBLE_EQ(back.keep_best->value, 0.8);
+  EXPECT_EQ(back.keep_best->step, 96);
+  EXPECT_EQ(back.keep_best->epoch, 2);
+  EXPECT_EQ(back.keep_best->evaluations_since, 3);
+  ASSERT_TRUE(back.early_stop);
+  EXPECT_TRUE(std::isnan(back.early_stop->value)) << "no best yet: null in meta.json";
+  EXPECT_EQ(back.early_stop->evaluations_since, 1);
 }
 
 // A meta.json of an early version: no epoch_start, files, data, progress,
@@ -75,10 +89,13 @@ TEST(CheckpointMeta, ReadsTheOldestShape) {
   EXPECT_FALSE(m.schedule);
   EXPECT_TRUE(m.provenance.is_null());
   EXPECT_EQ(m.tuned_bucket_bytes, 0);
+  EXPECT_FALSE(m.keep_best);
+  EXPECT_FALSE(m.early_stop);
   const json j = bagua::to_json(m);
   EXPECT_FALSE(j.contains("files"));
   EXPECT_FALSE(j.contains("progress"));
   EXPECT_FALSE(j.contains("tuned_bucket_bytes"));
+  EXPECT_FALSE(j.contains("best"));
 }
 
 TEST(CheckpointMeta, SaysWhichKeyIsWrong) {

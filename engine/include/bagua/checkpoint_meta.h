@@ -6,7 +6,7 @@
 // Contract:
 //   - checkpoint_meta_from_json() accepts every meta.json bagua has written: keys added
 //     later (epoch_start, files, data, progress, provenance,
-//     tuned_bucket_bytes, finished) are optional and read as absent when missing.
+//     tuned_bucket_bytes, finished, best) are optional and read as absent when missing.
 //     What a resume cannot do without (the position, the world size, the
 //     optimizer count, a "files" list of the right shape) throws
 //     CheckpointMetaError saying which key is wrong; nothing else throws.
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -53,6 +54,18 @@ struct CheckpointFile {
   std::string crc32;
 };
 
+// What checkpoint.keep_best or train.early_stop has seen of the evaluations
+// by its goal: the best so far, and the evaluations since it that did not
+// improve on it, which a resumed run goes on from.
+struct BestEvaluation {
+  EvalGoal goal;
+  double value = std::numeric_limits<double>::quiet_NaN();  // NaN: no evaluation yet (null in meta.json)
+  int64_t step = 0;
+  int64_t epoch = 0;  // 1-based, as in metrics.jsonl
+  // Evaluations after the best without an improvement (all of them, with none yet).
+  int64_t evaluations_since = 0;
+};
+
 struct CheckpointMeta {
   TrainingPosition position;
   int world_size = 0;
@@ -77,6 +90,9 @@ struct CheckpointMeta {
   // The run's final state: written when training ended (not by a stop),
   // so a later run of the same recipe knows there is nothing left to do.
   bool finished = false;
+  // "best": checkpoint.keep_best's and train.early_stop's state at the
+  // checkpoint's step; absent when the run had neither.
+  std::optional<BestEvaluation> keep_best, early_stop;
 
   const CheckpointFile* file(const std::string& name) const;
 };

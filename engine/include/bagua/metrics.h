@@ -46,7 +46,15 @@ struct EvalRecord {
   int64_t eval_samples = 0;
   double time = 0;
   std::optional<double> eval_perplexity;  // exp(eval_loss): cross_entropy over token sequences only
+  // checkpoint.keep_best: the figure by which this evaluation is the best
+  // so far ("eval_loss"); its model was kept in OUTPUT/best/. Empty: not.
+  std::string best;
+  bool early_stop = false;  // train.early_stop ended the run after this evaluation
 };
+
+// An evaluation's figure by its name in the record ("eval_loss",
+// "eval_accuracy"), or nothing when the record has none of that name.
+std::optional<double> eval_figure(const EvalRecord& r, const std::string& name);
 
 struct ResumeRecord {
   int64_t step = 0;           // the step the run continues from

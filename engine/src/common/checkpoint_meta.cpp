@@ -2,6 +2,7 @@
 
 #include <bagua/errors.h>
 
+#include <cmath>
 #include <cstdio>
 
 namespace bagua {
@@ -36,6 +37,33 @@ std::vector<CheckpointFile> files_from_json(const json& files) {
     out.push_back({it.key(), want["bytes"].get<uint64_t>(), want["crc32"].get<std::string>()});
   }
   return out;
+}
+
+json best_json(const BestEvaluation& b) {
+  return {{"metric", to_string(b.goal.metric)},
+          {"mode", to_string(b.goal.mode)},
+          {"value", std::isfinite(b.value) ? json(b.value) : json(nullptr)},
+          {"step", b.step},
+          {"epoch", b.epoch},
+          {"evaluations_since", b.evaluations_since}};
+}
+
+// A malformed entry reads as absent: the run compares afresh.
+std::optional<BestEvaluation> best_from_json(const json& best, const char* key) {
+  if (!best.is_object() || !best.contains(key) || !best[key].is_object()) return std::nullopt;
+  const json& j = best[key];
+  const auto metric = j.contains("metric") && j["metric"].is_string()
+                          ? enum_from_string<EvalMetric>(j["metric"].get<std::string>()) : std::nullopt;
+  const auto mode = j.contains("mode") && j["mode"].is_string()
+                        ? enum_from_string<MetricMode>(j["mode"].get<std::string>()) : std::nullopt;
+  if (!metric || !mode) return std::nullopt;
+  BestEvaluation b;
+  b.goal = {*metric, *mode};
+  if (j.contains("value") && j["value"].is_number()) b.value = j["value"].get<double>();
+  b.step = optional_integer(j, "step").value_or(0);
+  b.epoch = optional_integer(j, "epoch").value_or(0);
+  b.evaluations_since = optional_integer(j, "evaluations_since").value_or(0);
+  return b;
 }
 
 }  // namespace
@@ -75,6 +103,12 @@ json to_json(const CheckpointMeta& m) {
   if (!m.provenance.is_null()) j["provenance"] = m.provenance;
   if (m.tuned_bucket_bytes > 0) j["tuned_bucket_bytes"] = m.tuned_bucket_bytes;
   if (m.finished) j["finished"] = true;
+  if (m.keep_best || m.early_stop) {
+    json best = json::object();
+    if (m.keep_best) best["keep_best"] = best_json(*m.keep_best);
+    if (m.early_stop) best["early_stop"] = best_json(*m.early_stop);
+    j["best"] = best;
+  }
   return j;
 }
 
@@ -111,6 +145,10 @@ CheckpointMeta checkpoint_meta_from_json(const json& j) {
   if (j.contains("provenance")) m.provenance = j["provenance"];
   m.tuned_bucket_bytes = optional_integer(j, "tuned_bucket_bytes").value_or(0);
   m.finished = j.contains("finished") && j["finished"].is_boolean() && j["finished"].get<bool>();
+  if (j.contains("best")) {
+    m.keep_best = best_from_json(j["best"], "keep_best");
+    m.early_stop = best_from_json(j["best"], "early_stop");
+  }
   return m;
 }
 

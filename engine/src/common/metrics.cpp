@@ -64,6 +64,8 @@ json eval_json(const EvalRecord& r) {
             {"eval_samples", r.eval_samples}, {"time", r.time}};
   if (r.eval_accuracy) j["eval_accuracy"] = *r.eval_accuracy;
   if (r.eval_perplexity) j["eval_perplexity"] = finite_or_null(*r.eval_perplexity);
+  if (!r.best.empty()) j["best"] = r.best;
+  if (r.early_stop) j["early_stop"] = true;
   return j;
 }
 
@@ -109,6 +111,14 @@ EvalRecord eval_from(const json& j, const std::string& where) {
   r.time = number(j, "time", where);
   r.epoch = integer_or(j, "epoch", 0, where);
   r.eval_samples = integer_or(j, "eval_samples", 0, where);
+  if (j.contains("best")) {
+    if (!j["best"].is_string()) throw Error(where + ": \"best\" is not a string", true);
+    r.best = j["best"].get<std::string>();
+  }
+  if (j.contains("early_stop")) {
+    if (!j["early_stop"].is_boolean()) throw Error(where + ": \"early_stop\" is not true or false", true);
+    r.early_stop = j["early_stop"].get<bool>();
+  }
   return r;
 }
 
@@ -147,6 +157,12 @@ template <class... Fs>
 Overloaded(Fs...) -> Overloaded<Fs...>;
 
 }  // namespace
+
+std::optional<double> eval_figure(const EvalRecord& r, const std::string& name) {
+  if (name == kEvalKey) return r.eval_loss;
+  if (name == "eval_accuracy") return r.eval_accuracy;
+  return std::nullopt;
+}
 
 json to_json(const Record& record) {
   return std::visit(Overloaded{[](const StepRecord& r) { return step_json(r); },
