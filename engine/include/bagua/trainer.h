@@ -25,6 +25,7 @@ struct TrainOutcome {
   bool stopped = false;                 // stopped early by a signal (a checkpoint was written)
   int stop_signal = 0;                  // the signal this worker got (0: a peer's, through the stop vote)
   std::string resumed_from;             // the checkpoint resumed from, if any
+  std::string early_stop;               // why train.early_stop ended the run; empty: it did not
 };
 
 TrainOutcome run_worker(const Recipe& recipe);

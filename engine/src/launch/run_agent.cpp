@@ -279,8 +279,9 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
     if (output.finished_at && d.nnodes == 1 && !d.elastic()) {
       say("already complete at step " + std::to_string(*output.finished_at) +
           ": nothing trained, nothing changed; the model is " + (fs::path(recipe.output.dir) / "model.pt").string());
-      say("to train further, raise train.epochs or train.max_steps; to start afresh, set checkpoint.resume: never "
-          "or another output.dir");
+      say(std::string("to train further, raise train.epochs or train.max_steps") +
+          (recipe.train.early_stop ? " (or change train.early_stop)" : "") +
+          "; to start afresh, set checkpoint.resume: never or another output.dir");
       return kExitOk;
     }
   }

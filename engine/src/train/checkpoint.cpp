@@ -50,6 +50,16 @@ void save_module(const torch::jit::Module& module, const std::string& path) {
   }
 }
 
+void save_host_module(const torch::jit::Module& module, const std::string& path) {
+  bool on_host = true;
+  for (const auto& p : module.parameters()) on_host = on_host && p.device().is_cpu();
+  for (const auto& b : module.buffers()) on_host = on_host && b.device().is_cpu();
+  if (on_host) return save_module(module, path);
+  torch::jit::Module host = module.clone();
+  host.to(torch::kCPU);
+  save_module(host, path);
+}
+
 namespace {
 
 // This rank's files into `tmp`: rank-R.pt (its sum returned) and, on rank 0,
@@ -101,15 +111,7 @@ FileSum write_files(const SaveCheckpointOptions& o, const fs::path& tmp, bool le
 void commit(const std::string& dir, const CheckpointMeta& meta, const fs::path& tmp, const fs::path& final_dir) {
   write_text(tmp / "meta.json", to_json(meta).dump(2) + "\n");
   fsync_path(tmp);
-  const fs::path old = fs::path(dir) / ("." + step_name(meta.position.step) + ".old");
-  const bool replacing = fs::exists(final_dir);
-  if (replacing) {
-    bagua::compat::remove_all(old);
-    fs::rename(final_dir, old);
-  }
-  fs::rename(tmp, final_dir);
-  fsync_path(dir);
-  if (replacing) bagua::compat::remove_all(old);
+  replace_directory(tmp, final_dir, fs::path(dir) / ("." + step_name(meta.position.step) + ".old"));
 }
 
 // Only the `keep` newest checkpoints up to `step` stay: newer ones (left by

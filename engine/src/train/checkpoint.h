@@ -53,6 +53,10 @@ struct RankState {
 // the file and leaves no partial model behind.
 void save_module(const torch::jit::Module& module, const std::string& path);
 
+// save_module() of a host copy when the module is on a GPU, so the file
+// loads on machines without one too.
+void save_host_module(const torch::jit::Module& module, const std::string& path);
+
 // What save_checkpoint() writes, and where.
 struct SaveCheckpointOptions {
   std::string dir;                 // OUTPUT/checkpoints: the checkpoint becomes DIR/step-NNNNNNNN

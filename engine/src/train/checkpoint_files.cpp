@@ -4,6 +4,7 @@
 
 #include <bagua/errors.h>
 
+#include "common/libtorch_compat.h"
 #include "train/crc32.h"
 
 #include <fcntl.h>
@@ -102,6 +103,17 @@ void fsync_path(const fs::path& path) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+void replace_directory(const fs::path& tmp, const fs::path& final_dir, const fs::path& aside) {
+  const bool replacing = fs::exists(final_dir);
+  if (replacing) {
+    bagua::compat::remove_all(aside);
+    fs::rename(final_dir, aside);
+  }
+  fs::rename(tmp, final_dir);
+  fsync_path(final_dir.parent_path());
+  if (replacing) bagua::compat::remove_all(aside);
 }
 
 // A file's size and CRC-32, read back (a resume verifying a checkpoint).

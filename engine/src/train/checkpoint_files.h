@@ -37,6 +37,13 @@ FileSum save_archive(torch::serialize::OutputArchive& archive, const std::filesy
 // fsync() of a file or directory, best effort.
 void fsync_path(const std::filesystem::path& path);
 
+// Renames the complete directory `tmp` to `final_dir`. A `final_dir` already
+// there is first renamed to `aside` and removed once `tmp` took its name, so
+// at every moment one complete copy exists under one of the three names (a
+// recovery after a crash picks it up). Syncs the parent directory.
+void replace_directory(const std::filesystem::path& tmp, const std::filesystem::path& final_dir,
+                       const std::filesystem::path& aside);
+
 // A file's size and CRC-32, read back (a resume verifying a checkpoint).
 FileSum file_sum(const std::filesystem::path& path);
 

@@ -51,7 +51,8 @@ std::string owner_of(const fs::path& dir, const std::optional<CheckpointMeta>& n
 }
 
 // Whether a checkpoint written at the end of a run of `saved` leaves nothing
-// for `now` to train: the same length, data and world.
+// for `now` to train: the same length (early_stop included: a run it ended
+// goes on with another), data and world.
 bool same_run_length(const json& saved, const json& now, int saved_world, const Recipe& recipe) {
   const auto& d = recipe.distributed;
   if (d.elastic() || saved_world != d.nproc_per_node * d.nnodes) return false;
@@ -60,7 +61,7 @@ bool same_run_length(const json& saved, const json& now, int saved_world, const 
     const json* b = resolved_key(now, key);
     if (!a || !b) return false;
     if (std::string(key) == "train") {
-      for (const char* length : {"epochs", "max_steps"}) {
+      for (const char* length : {"epochs", "max_steps", "early_stop"}) {
         if (a->value(length, json()) != b->value(length, json())) return false;
       }
     } else if (*a != *b) {

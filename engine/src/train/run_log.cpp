@@ -131,7 +131,8 @@ void RunLog::eval(const EvalRecord& r) {
                   static_cast<long long>(r.epoch), static_cast<long long>(r.step), r.eval_loss,
                   static_cast<long long>(r.eval_samples));
   }
-  say(line);
+  // checkpoint.keep_best kept this evaluation's model.
+  say(r.best.empty() ? std::string(line) : std::string(line) + ", best " + r.best + " so far");
 }
 
 std::string RunLog::summary(int64_t step) const {

@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -154,7 +155,7 @@ void Worker::after_step(int64_t epoch, int64_t b, bool epoch_ends) {
       recipe_.checkpoint.every_steps && pos_.step % *recipe_.checkpoint.every_steps == 0 && pos_.step < total_;
   if (eval_due || save_due) before_collective();
   if (eval_due) evaluate(epoch);
-  if (save_due) {
+  if (save_due && pos_.step < total_) {  // an early stop ended the run: finish() saves
     save(epoch_ends ? train::Position{pos_.step, epoch + 1, 0, 0}
                     : train::Position{pos_.step, epoch, b + 1, epoch == pos_.epoch ? pos_.epoch_start : 0});
   }
@@ -270,23 +271,45 @@ void Worker::save(const train::Position& at) {
   meta.epoch_position = sampler_->position(at.epoch, at.batch_in_epoch);
   meta.schedule = schedule_;
   meta.finished = finishing_ && !outcome_.stopped;
+  if (best_) meta.keep_best = best_->state();
+  if (early_stop_) meta.early_stop = early_stop_->state();
   average_->run([&] { train::save_checkpoint(options); });
   side_work_end();
 }
 
 // The metrics are those of the model that is saved: the ranks' average for
-// per-rank algorithms.
+// per-rank algorithms. Then what they decide: the best model kept
+// (checkpoint.keep_best), the end of the run (train.early_stop: every rank
+// judges the same reduced figures, so all end at this step).
 void Worker::evaluate(int64_t epoch) {
   if (!eval_data_) return;
   phase(train::Phase::kEvaluation);
   guard_->check_window(window_->loss_sum(), pos_.step);
   side_work_begin();
   last_eval_step_ = pos_.step;
-  train::EvalResult e;
-  average_->run([&] { e = train::evaluate(recipe_, module_, *eval_data_, env_.control, env_.device); });
-  outcome_.eval_loss = e.loss;
-  outcome_.eval_accuracy = e.accuracy;
-  log_->eval({pos_.step, epoch + 1, e.loss, e.accuracy, e.samples, log_->elapsed(), e.perplexity});
+  metrics::EvalRecord r;
+  average_->run([&] {
+    const train::EvalResult e = train::evaluate(recipe_, module_, *eval_data_, env_.control, env_.device);
+    r.step = pos_.step;
+    r.epoch = epoch + 1;
+    r.eval_loss = e.loss;
+    r.eval_accuracy = e.accuracy;
+    r.eval_samples = e.samples;
+    r.time = log_->elapsed();
+    r.eval_perplexity = e.perplexity;
+    if (best_) best_->after_evaluation(module_, r);
+  });
+  outcome_.eval_loss = r.eval_loss;
+  outcome_.eval_accuracy = r.eval_accuracy;
+  // The final evaluation (finish()) still counts, for a run made longer later.
+  const auto stop = early_stop_ ? early_stop_->after_evaluation(r) : std::nullopt;
+  r.early_stop = stop && !finishing_;
+  log_->eval(r);
+  if (r.early_stop) {
+    log_->say("early stop: " + *stop);
+    outcome_.early_stop = *stop;
+    total_ = pos_.step;  // the loop ends at this step boundary; finish() ends the run as max_steps does
+  }
   side_work_end();
 }
 
@@ -346,14 +369,15 @@ void Worker::report_final_agreement() {
 void Worker::write_model() {
   average_->run([&] {
     if (env_.rank != 0) return;
-    if (env_.device.is_cpu()) {
-      train::save_module(module_, (out_dir_ / "model.pt").string());
-    } else {
-      torch::jit::Module host = module_.clone();
-      host.to(torch::kCPU);
-      train::save_module(host, (out_dir_ / "model.pt").string());
+    train::save_host_module(module_, (out_dir_ / "model.pt").string());
+    std::string best;  // checkpoint.keep_best's model
+    if (best_ && !std::isnan(best_->state().value)) {
+      const BestEvaluation& b = best_->state();
+      best = std::string("; best ") + to_string(b.goal.metric) + " " + train::figure_text(b.goal.metric, b.value) +
+             " at step " + std::to_string(b.step) + " in " + (out_dir_ / "best" / "model.pt").string();
     }
-    log_->say(log_->summary(pos_.step) + "; model in " + (out_dir_ / "model.pt").string());
+    log_->say(log_->summary(pos_.step) + (outcome_.early_stop.empty() ? "" : " (stopped early: train.early_stop)") +
+              "; model in " + (out_dir_ / "model.pt").string() + best);
     if (divergence_.ever()) {
       log_->say("WARNING: this run's training loss diverged (" + divergence_.first() +
                 "); the model may be useless: check the metrics' \"diverging\" records");

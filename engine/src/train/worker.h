@@ -8,7 +8,8 @@
 // metrics window (metrics_window.h), the ranks' average and final agreement
 // (replicas.h), checkpoints (checkpoint.h), where a resume continues and how
 // many steps a run has (resume.h), the first lines (run_banner.h),
-// evaluation (evaluation.h) and the faults tests plant (test_faults.h).
+// evaluation (evaluation.h), what evaluations decide (best_model.h,
+// early_stop.h) and the faults tests plant (test_faults.h).
 #pragma once
 
 #include <bagua/algorithms/catalog.h>
@@ -19,8 +20,10 @@
 
 #include "train/allocation_counter.h"
 #include "train/batch_loader.h"
+#include "train/best_model.h"
 #include "train/checkpoint.h"
 #include "train/components.h"
+#include "train/early_stop.h"
 #include "train/metrics_window.h"
 #include "train/nonfinite_guard.h"
 #include "train/progress_reporter.h"
@@ -124,6 +127,8 @@ class Worker {
   std::unique_ptr<TestFaults> faults_;  // null unless a test plants one
   std::unique_ptr<AllocationCounter> allocations_;  // null unless BAGUA_COUNT_ALLOCATIONS is set
   std::unique_ptr<ProgressReporter> progress_;  // step and phase, for bagua run's stall watch
+  std::unique_ptr<BestModel> best_;          // checkpoint.keep_best, or null
+  std::unique_ptr<EarlyStop> early_stop_;    // train.early_stop, or null
   Position pos_;
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;

@@ -35,6 +35,11 @@ void Worker::setup() {
   out_dir_ = recipe_.output.dir;
   ckpt_dir_ = out_dir_ / "checkpoints";
   fs::create_directories(out_dir_);
+  if (env_.rank == 0) train::recover_best_dir(out_dir_);
+  if (recipe_.checkpoint.keep_best) {
+    best_ = std::make_unique<train::BestModel>(*recipe_.checkpoint.keep_best, out_dir_, env_.rank == 0);
+  }
+  if (recipe_.train.early_stop) early_stop_ = std::make_unique<train::EarlyStop>(*recipe_.train.early_stop);
 
   torch::manual_seed(recipe_.train.seed);
   module_ = train::load_model(recipe_.model.torchscript, env_.device);
@@ -89,20 +94,29 @@ void Worker::resume() {
   sampler_->start_epoch_at(pos_.epoch, pos_.epoch_start);
   schedule_ = train::resumed_schedule(resumed->meta, resized_.has_value());
   tuned_bucket_bytes_ = resumed->meta.tuned_bucket_bytes;
+  if (best_) best_->resume_from(resumed->meta.keep_best);
+  if (early_stop_) early_stop_->resume_from(resumed->meta.early_stop);
 }
 
 // A fresh run must not mix its checkpoints with an earlier run's: pruning
-// and a later restart would pick the old ones up.
+// and a later restart would pick the old ones up. The earlier best model
+// (checkpoint.keep_best) goes with them: it is not this run's.
 void Worker::set_earlier_checkpoints_aside() {
   std::string moved;
+  const std::string when = std::to_string(std::time(nullptr));
   if (env_.rank == 0 && fs::exists(ckpt_dir_) && !fs::is_empty(ckpt_dir_)) {
-    fs::path aside = out_dir_ / ("checkpoints-before-" + std::to_string(std::time(nullptr)));
+    fs::path aside = out_dir_ / ("checkpoints-before-" + when);
     fs::rename(ckpt_dir_, aside);
     moved = aside.string();
   }
   broadcast_object(moved, 0, default_group());
   if (env_.rank == 0 && !moved.empty()) {
     std::fprintf(stderr, "checkpoint.resume is never: moved the earlier run's checkpoints to %s\n", moved.c_str());
+  }
+  if (env_.rank == 0 && fs::exists(out_dir_ / "best")) {
+    const fs::path aside = out_dir_ / ("best-before-" + when);
+    fs::rename(out_dir_ / "best", aside);
+    std::fprintf(stderr, "checkpoint.resume is never: moved the earlier run's best model to %s\n", aside.c_str());
   }
 }
 
