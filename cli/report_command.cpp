@@ -3,7 +3,7 @@
 // Reads a run's OUTPUT_DIR/metrics.jsonl and writes OUTPUT_DIR/report.svg
 // (training and eval loss, eval accuracy and samples/s against the step)
 // and prints a short summary: steps, time, resumes, final loss, best eval,
-// throughput (docs/metrics.md).
+// throughput, the best model kept and an early stop (docs/metrics.md).
 #include "command.h"
 
 #include <bagua/errors.h>
@@ -46,7 +46,7 @@ std::string seconds_text(double s) {
 
 double value_or_nan(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
 
-void print_summary(std::ostream& out, const json& s, const std::string& svg_path) {
+void print_summary(std::ostream& out, const json& s, const std::string& svg_path, const std::string& best_model_path) {
   out << "steps        " << s["steps"].get<int64_t>() << " (" << s["step_records"].get<size_t>() << " records, "
       << s["evals"].get<size_t>() << " evaluations)\n";
   out << "time         " << seconds_text(s["total_time_s"].get<double>()) << " of training";
@@ -71,6 +71,16 @@ void print_summary(std::ostream& out, const json& s, const std::string& svg_path
         << s["best_eval_loss_step"].get<int64_t>() << "\n";
   } else {
     out << "best eval    none (no evaluation recorded)\n";
+  }
+  if (const json& kept = s["best_model"]; kept.is_object()) {
+    const std::string metric = kept["metric"].get<std::string>();
+    const double value = kept["value"].get<double>();
+    out << "best model   " << metric << " "
+        << (metric == "eval_accuracy" ? fixed(100.0 * value, 2) + "%" : fixed(value, 4)) << " at step "
+        << kept["step"].get<int64_t>() << ": " << best_model_path << "\n";
+  }
+  if (!s["early_stop_step"].is_null()) {
+    out << "early stop   at step " << s["early_stop_step"].get<int64_t>() << " (train.early_stop)\n";
   }
   out << "chart        " << svg_path << "\n";
 }
@@ -104,7 +114,7 @@ int run_report(const ReportFlags& f) {
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
   }
-  print_summary(std::cout, summary, svg_path);
+  print_summary(std::cout, summary, svg_path, (dir / "best" / "model.pt").string());
   if (!f.json.empty()) {
     std::ofstream out(f.json);
     out << summary.dump(2) << "\n";
@@ -128,7 +138,9 @@ const CommandRegistration kReport{
           "Reads OUTPUT_DIR/metrics.jsonl (written while the run goes on, so a running or crashed\n"
           "run can be reported too), draws the training and eval loss, the eval accuracy and the\n"
           "samples/s against the step, and prints the steps, the training time (resumes added up),\n"
-          "the final loss, the best evaluation and the throughput. docs/metrics.md explains each figure.\n\n"
+          "the final loss, the best evaluation, the throughput, and the best model kept\n"
+          "(checkpoint.keep_best) and an early stop (train.early_stop) when the run had them.\n"
+          "docs/metrics.md explains each figure.\n\n"
           "Exit status: 0 done, 2 no such directory, no metrics.jsonl or a malformed line (named\n"
           "FILE:LINE), 1 internal failure.\n\n"
           "Examples:\n"

@@ -212,6 +212,15 @@ TEST_F(KeepBestRun, TheBestSoFarAndTheEarlyStopCountSurviveAResume) {
   RunOutcome again = bagua_run(run);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_TRUE(contains(again.output, "already complete at step 16")) << again.output;
+
+  RunOutcome report = bagua_command("report", out_.string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_TRUE(contains(report.output, "best model   eval_loss ")) << report.output;
+  EXPECT_TRUE(contains(report.output, " at step 4: ")) << report.output;
+  EXPECT_TRUE(contains(report.output, "early stop   at step 16")) << report.output;
+  const std::string svg = read_file(out_ / "report.svg");
+  EXPECT_TRUE(contains(svg, "class=\"highlight\" data-series=\"eval_loss\"")) << svg;
+  EXPECT_TRUE(contains(svg, "early stop")) << svg;
 }
 
 // Asynchronous ranks are not in step: they meet before each evaluation,

@@ -181,6 +181,14 @@ std::string line_chart_svg(const std::string& title, const std::string& subtitle
               << s.color << "\"/>\n";
         }
       }
+      for (const auto& h : s.highlights) {
+        if (!std::isfinite(h.x) || !std::isfinite(h.y)) continue;
+        const double label_y = py(h.y) < plot_top + 20 ? py(h.y) + 18 : py(h.y) - 9;  // inside the plot
+        svg << "<g class=\"highlight\" data-series=\"" << xml_escape(s.id) << "\"><circle cx=\"" << num(px(h.x))
+            << "\" cy=\"" << num(py(h.y)) << "\" r=\"7\" fill=\"none\" stroke=\"" << s.color
+            << "\" stroke-width=\"2\"/><text x=\"" << num(px(h.x) + 9) << "\" y=\"" << num(label_y)
+            << "\" fill=\"" << s.color << "\" font-size=\"11\">" << xml_escape(h.label) << "</text></g>\n";
+      }
     }
     svg << "</g>\n";
   }

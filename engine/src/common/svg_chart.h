@@ -13,11 +13,19 @@ namespace bagua::svg {
 // Text made safe for XML content and attribute values.
 std::string xml_escape(const std::string& s);
 
+// A point of a series ringed and labelled (class="highlight"), such as the
+// best evaluation.
+struct ChartHighlight {
+  double x, y;
+  std::string label;
+};
+
 struct ChartSeries {
   std::string id;     // data-series attribute: a stable name (e.g. "train_loss")
   std::string label;  // legend text
   std::string color;  // any SVG colour
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in this order
+  std::vector<ChartHighlight> highlights = {};
 };
 
 struct ChartPanel {

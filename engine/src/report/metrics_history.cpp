@@ -34,6 +34,10 @@ MetricsHistory read_metrics_history(const std::string& path) {
     } else if (const auto* r = std::get_if<metrics::EvalRecord>(&record)) {
       h.evals.push_back({r->step, r->eval_loss, r->eval_accuracy});
       segment_time = std::max(segment_time, r->time);
+      if (const auto value = metrics::eval_figure(*r, r->best); value && !r->best.empty()) {
+        h.best_model = MetricsHistory::KeptBest{r->step, r->best, *value};
+      }
+      h.early_stop_step = r->early_stop ? std::optional<int64_t>(r->step) : std::nullopt;
     }
   }
   h.total_time += segment_time;
@@ -72,6 +76,11 @@ json summarize_history(const MetricsHistory& h) {
   s["best_eval_accuracy_step"] = best_accuracy ? json(best_accuracy->step) : json(nullptr);
   s["best_eval_loss"] = best_loss ? json(best_loss->eval_loss) : json(nullptr);
   s["best_eval_loss_step"] = best_loss ? json(best_loss->step) : json(nullptr);
+  s["best_model"] = nullptr;
+  if (h.best_model) {
+    s["best_model"] = {{"step", h.best_model->step}, {"metric", h.best_model->metric}, {"value", h.best_model->value}};
+  }
+  s["early_stop_step"] = h.early_stop_step ? json(*h.early_stop_step) : json(nullptr);
   return s;
 }
 

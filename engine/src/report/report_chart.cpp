@@ -23,6 +23,13 @@ std::vector<svg::ChartPanel> report_panels(const MetricsHistory& h) {
     eval_loss.points.emplace_back(static_cast<double>(e.step), e.eval_loss);
     if (e.eval_accuracy) eval_accuracy.points.emplace_back(static_cast<double>(e.step), 100.0 * *e.eval_accuracy);
   }
+  // checkpoint.keep_best's kept evaluation, ringed on its figure's line.
+  if (const auto& best = h.best_model) {
+    const bool accuracy = best->metric == "eval_accuracy";
+    (accuracy ? eval_accuracy : eval_loss)
+        .highlights.push_back({static_cast<double>(best->step), accuracy ? 100.0 * best->value : best->value,
+                               "best (kept)"});
+  }
   svg::ChartPanel loss{"Loss", "loss", {train_loss}};
   if (!eval_loss.points.empty()) loss.series.push_back(eval_loss);
   svg::ChartPanel accuracy{"Eval accuracy", "accuracy (%)", {eval_accuracy},
@@ -35,10 +42,11 @@ std::vector<svg::ChartPanel> report_panels(const MetricsHistory& h) {
 }  // namespace
 
 std::string report_svg(const MetricsHistory& h, const std::string& title, const std::string& subtitle) {
-  std::vector<svg::ChartMarker> resumes;
+  std::vector<svg::ChartMarker> resumes;  // and an early stop
   for (size_t i = 0; i < h.resume_steps.size(); ++i) {
     resumes.push_back({static_cast<double>(h.resume_steps[i]), h.resume_labels.at(i)});
   }
+  if (h.early_stop_step) resumes.push_back({static_cast<double>(*h.early_stop_step), "early stop"});
   return svg::line_chart_svg(title, subtitle, report_panels(h), resumes);
 }
 
