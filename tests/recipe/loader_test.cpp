@@ -138,6 +138,10 @@ TEST(RecipeDefaults, KeepBestAndEarlyStopFillTheirGoal) {
   EXPECT_EQ(r.train.early_stop->goal.mode, MetricMode::kMax);
   EXPECT_DOUBLE_EQ(r.train.early_stop->min_delta, 0.01);
 
+  r = load_recipe(path, {eval, "train.early_stop={patience: 1, metric: eval_perplexity}"});
+  EXPECT_EQ(r.train.early_stop->goal.metric, EvalMetric::kEvalPerplexity);
+  EXPECT_EQ(r.train.early_stop->goal.mode, MetricMode::kMin);
+
   r = load_recipe(path, {eval, "checkpoint.keep_best={metric: eval_accuracy, mode: min}"});
   EXPECT_EQ(r.checkpoint.keep_best->mode, MetricMode::kMin) << "a written mode is kept";
   EXPECT_FALSE(load_recipe(path, {eval, "checkpoint.keep_best=false"}).checkpoint.keep_best);

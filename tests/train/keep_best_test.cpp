@@ -4,6 +4,8 @@
 // best so far.
 #include "support/bagua_run.h"
 
+#include <bagua/errors.h>
+
 #include "train/best_model.h"
 #include "train/checkpoint_files.h"
 #include "train/early_stop.h"
@@ -50,6 +52,29 @@ TEST(BestEvaluation, ImprovesTowardItsModeAndNaNNever) {
   EXPECT_TRUE(bagua::train::judge(accuracy, eval_at(4, 0.5, 0.7)));
   EXPECT_FALSE(bagua::train::judge(accuracy, eval_at(6, 0.4, 0.71), 0.05)) << "within min_delta";
   EXPECT_TRUE(bagua::train::judge(accuracy, eval_at(8, 0.4, 0.8), 0.05));
+}
+
+// A figure the run's evaluations never report (eval_perplexity of a model
+// that is not a sequence model) stops the run at the first, naming the key.
+TEST(BestEvaluation, AFigureTheEvaluationsDoNotReportIsAUserError) {
+  const EvalGoal perplexity{EvalMetric::kEvalPerplexity, MetricMode::kMin};
+  try {
+    bagua::train::require_figure(perplexity, eval_at(2, 0.9, 0.5), "train.early_stop");
+    ADD_FAILURE() << "accepted a record without eval_perplexity";
+  } catch (const bagua::Error& e) {
+    EXPECT_TRUE(e.is_user_error());
+    EXPECT_NE(std::string(e.what()).find("train.early_stop watches eval_perplexity, which this run's evaluations "
+                                         "do not report"),
+              std::string::npos)
+        << e.what();
+  }
+  EvalRecord tokens = eval_at(2, 2.0);
+  tokens.eval_perplexity = std::exp(2.0);
+  EXPECT_NO_THROW(bagua::train::require_figure(perplexity, tokens, "train.early_stop"));
+  BestEvaluation best{perplexity};
+  EXPECT_TRUE(bagua::train::judge(best, tokens));
+  EXPECT_DOUBLE_EQ(best.value, std::exp(2.0));
+  EXPECT_EQ(bagua::train::figure_text(EvalMetric::kEvalPerplexity, best.value), "7.39");
 }
 
 TEST(BestEvaluation, AResumeKeepsTheStateOfTheSameGoalOnly) {

@@ -53,7 +53,8 @@ struct EvalRecord {
 };
 
 // An evaluation's figure by its name in the record ("eval_loss",
-// "eval_accuracy"), or nothing when the record has none of that name.
+// "eval_accuracy", "eval_perplexity"), or nothing when the record has none
+// of that name.
 std::optional<double> eval_figure(const EvalRecord& r, const std::string& name);
 
 struct ResumeRecord {

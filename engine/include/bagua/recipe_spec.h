@@ -39,7 +39,7 @@ enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
 enum class Backend { kAuto, kGloo, kNccl };
 enum class Device { kAuto, kCpu, kCuda };
 enum class OnNonFinite { kStop, kSkipStep };
-enum class EvalMetric { kEvalLoss, kEvalAccuracy };  // as metrics.jsonl names them
+enum class EvalMetric { kEvalLoss, kEvalAccuracy, kEvalPerplexity };  // as metrics.jsonl names them
 enum class MetricMode { kMin, kMax };
 
 // The recipe spelling of each enumerator ("cross_entropy", "idx", ...).
@@ -247,7 +247,8 @@ struct EvalGoal {
   MetricMode mode = MetricMode::kMin;  // unwritten in a recipe: default_mode(metric)
 };
 
-// The better direction of a figure: min for eval_loss, max for eval_accuracy.
+// The better direction of a figure: max for eval_accuracy, min for eval_loss
+// and eval_perplexity.
 MetricMode default_mode(EvalMetric metric);
 
 // train.early_stop

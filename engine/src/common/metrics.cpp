@@ -161,6 +161,7 @@ Overloaded(Fs...) -> Overloaded<Fs...>;
 std::optional<double> eval_figure(const EvalRecord& r, const std::string& name) {
   if (name == kEvalKey) return r.eval_loss;
   if (name == "eval_accuracy") return r.eval_accuracy;
+  if (name == "eval_perplexity") return r.eval_perplexity;
   return std::nullopt;
 }
 

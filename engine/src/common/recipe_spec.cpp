@@ -15,7 +15,7 @@ const char* const kSchedulerNames[] = {"constant", "step", "cosine", "linear"};
 const char* const kBackendNames[] = {"auto", "gloo", "nccl"};
 const char* const kDeviceNames[] = {"auto", "cpu", "cuda"};
 const char* const kOnNonFiniteNames[] = {"stop", "skip_step"};
-const char* const kEvalMetricNames[] = {"eval_loss", "eval_accuracy"};
+const char* const kEvalMetricNames[] = {"eval_loss", "eval_accuracy", "eval_perplexity"};
 const char* const kMetricModeNames[] = {"min", "max"};
 
 template <typename Enum, size_t N>

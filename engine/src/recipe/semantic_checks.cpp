@@ -486,6 +486,10 @@ struct Checker {
         error(key + ".metric", "evaluations measure eval_accuracy with model.loss cross_entropy or nll only "
                                "(expected eval_loss with model.loss " + loss->get<std::string>() +
                                ", found eval_accuracy)");
+      } else if (*watched == EvalMetric::kEvalPerplexity && loss_type && *loss_type != Loss::kCrossEntropy) {
+        error(key + ".metric", "evaluations measure eval_perplexity with model.loss cross_entropy over token "
+                               "sequences only (expected eval_loss with model.loss " + loss->get<std::string>() +
+                               ", found eval_perplexity)");
       }
       if (!goal->contains("mode")) (*goal)["mode"] = to_string(default_mode(*watched));
     }

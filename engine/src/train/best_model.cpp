@@ -1,5 +1,7 @@
 #include "train/best_model.h"
 
+#include <bagua/errors.h>
+
 #include "common/libtorch_compat.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_files.h"
@@ -30,6 +32,15 @@ bool judge(BestEvaluation& best, const metrics::EvalRecord& r, double min_delta)
   return true;
 }
 
+void require_figure(const EvalGoal& goal, const metrics::EvalRecord& r, const std::string& key) {
+  const char* metric = to_string(goal.metric);
+  if (metrics::eval_figure(r, metric)) return;
+  throw Error(key + " watches " + metric + ", which this run's evaluations do not report (eval_accuracy: model.loss "
+                  "cross_entropy or nll; eval_perplexity: cross_entropy over token sequences, outputs [B, T, V]); "
+                  "watch eval_loss instead",
+              true);
+}
+
 BestEvaluation resumed_best(const std::optional<BestEvaluation>& saved, const EvalGoal& goal) {
   if (saved && saved->goal.metric == goal.metric && saved->goal.mode == goal.mode) return *saved;
   return BestEvaluation{goal};
@@ -39,6 +50,8 @@ std::string figure_text(EvalMetric metric, double value) {
   char text[32];
   if (metric == EvalMetric::kEvalAccuracy) {
     std::snprintf(text, sizeof(text), "%.2f%%", 100.0 * value);
+  } else if (metric == EvalMetric::kEvalPerplexity) {
+    std::snprintf(text, sizeof(text), "%.2f", value);
   } else {
     std::snprintf(text, sizeof(text), "%.4f", value);
   }
@@ -58,6 +71,7 @@ void recover_best_dir(const fs::path& out_dir) {
 }
 
 bool BestModel::after_evaluation(const torch::jit::Module& module, metrics::EvalRecord& r) {
+  require_figure(state_.goal, r, "checkpoint.keep_best");
   if (!judge(state_, r)) return false;
   r.best = to_string(state_.goal.metric);
   if (writer_) keep(module, r);

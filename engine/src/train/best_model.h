@@ -36,12 +36,18 @@ bool improves(double value, const BestEvaluation& best, double min_delta = 0);
 // improvement.
 bool judge(BestEvaluation& best, const metrics::EvalRecord& r, double min_delta = 0);
 
+// Throws a user bagua::Error naming `key` (the recipe key that watches the
+// goal) when the evaluation `r` does not report the goal's figure: a model
+// whose evaluations never do (eval_perplexity of a model that is not a
+// sequence model) fails at its first evaluation rather than never improving.
+void require_figure(const EvalGoal& goal, const metrics::EvalRecord& r, const std::string& key);
+
 // Where a run's judging starts: the checkpoint's state when it judged by the
 // same goal, else nothing seen yet.
 BestEvaluation resumed_best(const std::optional<BestEvaluation>& saved, const EvalGoal& goal);
 
-// A figure's value as the log shows it: "0.4100" (eval_loss), "85.20%"
-// (eval_accuracy).
+// A figure's value as the eval line shows it: "0.4100" (eval_loss),
+// "85.20%" (eval_accuracy), "11.52" (eval_perplexity).
 std::string figure_text(EvalMetric metric, double value);
 
 // Rank 0, before anything reads OUTPUT/best/: a replacement a crash
@@ -62,7 +68,7 @@ class BestModel {
   // After an evaluation of `module`: when `r` is the best so far, rank 0
   // keeps the module and the record in OUTPUT/best/ (throwing a
   // bagua::Error naming the file when it cannot) and r.best names the
-  // figure; returns whether it was.
+  // figure; returns whether it was. Throws require_figure()'s error.
   bool after_evaluation(const torch::jit::Module& module, metrics::EvalRecord& r);
 
  private:

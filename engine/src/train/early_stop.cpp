@@ -14,6 +14,7 @@ void EarlyStop::resume_from(const std::optional<BestEvaluation>& saved) {
 // A count the checkpoint already held at patience (the final evaluation of
 // a run whose length was then raised) ends the run at the next evaluation.
 std::optional<std::string> EarlyStop::after_evaluation(const metrics::EvalRecord& r) {
+  require_figure(spec_.goal, r, "train.early_stop");
   if (judge(state_, r, spec_.min_delta) || state_.evaluations_since < spec_.patience) return std::nullopt;
   const char* metric = to_string(spec_.goal.metric);
   std::string why = std::string(metric) + " has not improved";

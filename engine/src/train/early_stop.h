@@ -24,7 +24,7 @@ class EarlyStop {
 
   // Takes the evaluation `r`; returns why the run ends now ("eval_loss has
   // not improved for 3 evaluations (best 0.4100 at step 600)"),
-  // or nothing.
+  // or nothing. Throws require_figure()'s error.
   std::optional<std::string> after_evaluation(const metrics::EvalRecord& r);
 
  private:
