@@ -167,6 +167,7 @@ TEST(KeyPath, ResumeIgnoresWholeKeysOnly) {
   EXPECT_FALSE(recipe_key_changes_training("data"));
   EXPECT_FALSE(recipe_key_changes_training("data.train.path"));
   EXPECT_FALSE(recipe_key_changes_training("train.epochs"));
+  EXPECT_FALSE(recipe_key_changes_training("train.early_stop.patience")) << "when a run ends, as max_steps";
   EXPECT_TRUE(recipe_key_changes_training("train.epochs_extra"));
   EXPECT_TRUE(recipe_key_changes_training("train.seed"));
   EXPECT_FALSE(recipe_key_changes_training("algorithm.flatten"));

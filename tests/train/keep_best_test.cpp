@@ -246,6 +246,13 @@ TEST_F(KeepBestRun, TheBestSoFarAndTheEarlyStopCountSurviveAResume) {
   const std::string svg = read_file(out_ / "report.svg");
   EXPECT_TRUE(contains(svg, "class=\"highlight\" data-series=\"eval_loss\"")) << svg;
   EXPECT_TRUE(contains(svg, "early stop")) << svg;
+
+  // With more patience the run goes on from its final checkpoint, counting on.
+  RunOutcome longer = bagua_run(recipe("survive", "{metric: eval_loss, mode: max, patience: 4}", goal));
+  ASSERT_EQ(longer.exit_code, 0) << longer.output;
+  EXPECT_TRUE(contains(longer.output, "at step 16")) << longer.output;
+  EXPECT_TRUE(contains(longer.output, "early stop: eval_loss has not improved for 4 evaluations")) << longer.output;
+  EXPECT_EQ(eval_records(out_).back()["step"], 20) << longer.output;
 }
 
 // Asynchronous ranks are not in step: they meet before each evaluation,

@@ -109,8 +109,8 @@ nlohmann::json recipe_provenance(const Recipe& recipe) {
 bool recipe_key_changes_training(const std::string& key_path) {
   static const char* const kIgnored[] = {
       "name", "description", "schema_version", "output", "checkpoint", "distributed", "data",
-      "train.epochs", "train.max_steps", "train.log_every_steps", "train.eval_every", "train.threads", "train.allocator",
-      "model.torchscript"};
+      "train.epochs", "train.max_steps", "train.early_stop", "train.log_every_steps", "train.eval_every", "train.threads",
+      "train.allocator", "model.torchscript"};
   for (const char* k : kIgnored)
     if (KeyPath::is_same_or_under(key_path, k)) return false;
   // How the same arithmetic is carried out: fused updates (bitwise equal to
