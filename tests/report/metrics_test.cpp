@@ -131,12 +131,13 @@ void check_report(const fs::path& work, const fs::path& out) {
   for (std::string name; lines >> name;) lines >> polylines[name];
 
   const auto records = metrics(out / "metrics.jsonl");
-  int steps = 0, evals = 0;
+  int steps = 0, evals = 0, norms = 0;
   double final_loss = NAN, best_accuracy = -1, last_rate = NAN, rate_sum = 0, last_time = 0;
   int64_t final_step = 0, best_step = -1;
   for (const auto& j : records) {
     if (j.contains("loss")) {
       ++steps;
+      norms += j.contains("grad_norm") && j["grad_norm"].is_number();
       final_loss = j["loss"];
       final_step = j["step"];
       last_rate = j["samples_per_s"];
@@ -154,7 +155,9 @@ void check_report(const fs::path& work, const fs::path& out) {
   }
   ASSERT_GT(steps, 0);
   ASSERT_GT(evals, 0);
-  EXPECT_EQ(polylines.size(), 4u) << read_file(work / "polylines.txt");
+  ASSERT_GT(norms, 0) << "every step record carries grad_norm";
+  EXPECT_EQ(polylines.size(), 5u) << read_file(work / "polylines.txt");
+  EXPECT_EQ(polylines["grad_norm"], norms);
   EXPECT_EQ(polylines["train_loss"], steps);
   EXPECT_EQ(polylines["samples_per_s"], steps);
   EXPECT_EQ(polylines["eval_loss"], evals);
@@ -233,7 +236,7 @@ TEST_F(RunTest, AResumedRunAddsAnEventFileAndTheReportCountsTheResume) {
   for (size_t at = svg.find("class=\"x-marker\""); at != std::string::npos; at = svg.find("class=\"x-marker\"", at + 1)) {
     ++markers;
   }
-  EXPECT_EQ(markers, 3u) << "the resume marked in each of the three panels";
+  EXPECT_EQ(markers, 4u) << "the resume marked in each of the four panels (loss, accuracy, gradient norm, samples/s)";
   double total = 0, segment = 0;
   for (const auto& j : records) {
     if (j.contains("resumed_from")) total += std::exchange(segment, 0.0);

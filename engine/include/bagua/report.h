@@ -18,6 +18,7 @@ struct StepPoint {
   double loss;  // NaN when the record holds null (a diverged loss)
   double samples_per_s;
   double time;  // seconds since that run (or resume) started
+  std::optional<double> grad_norm = std::nullopt;  // the gradients' norm before clipping, when recorded
 };
 
 struct EvalPoint {

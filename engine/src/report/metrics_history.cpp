@@ -29,7 +29,7 @@ MetricsHistory read_metrics_history(const std::string& path) {
       h.total_time += segment_time;
       segment_time = 0;
     } else if (const auto* r = std::get_if<metrics::StepRecord>(&record)) {
-      h.steps.push_back({r->step, r->loss, r->samples_per_s, r->time});
+      h.steps.push_back({r->step, r->loss, r->samples_per_s, r->time, r->grad_norm});
       segment_time = r->time;
     } else if (const auto* r = std::get_if<metrics::EvalRecord>(&record)) {
       h.evals.push_back({r->step, r->eval_loss, r->eval_accuracy});

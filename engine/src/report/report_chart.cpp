@@ -13,9 +13,11 @@ namespace {
 std::vector<svg::ChartPanel> report_panels(const MetricsHistory& h) {
   svg::ChartSeries train_loss{"train_loss", "train loss", "#1f77b4", {}};
   svg::ChartSeries samples{"samples_per_s", "samples/s", "#2ca02c", {}};
+  svg::ChartSeries grad_norm{"grad_norm", "gradient norm", "#9467bd", {}};
   for (const auto& p : h.steps) {
     train_loss.points.emplace_back(static_cast<double>(p.step), p.loss);
     samples.points.emplace_back(static_cast<double>(p.step), p.samples_per_s);
+    if (p.grad_norm) grad_norm.points.emplace_back(static_cast<double>(p.step), *p.grad_norm);
   }
   svg::ChartSeries eval_loss{"eval_loss", "eval loss", "#ff7f0e", {}};
   svg::ChartSeries eval_accuracy{"eval_accuracy", "eval accuracy (%)", "#d62728", {}};
@@ -35,7 +37,11 @@ std::vector<svg::ChartPanel> report_panels(const MetricsHistory& h) {
   svg::ChartPanel accuracy{"Eval accuracy", "accuracy (%)", {eval_accuracy},
                       "no eval accuracy (no data.eval, or not a classifier)"};
   svg::ChartPanel throughput{"Throughput (all workers)", "samples/s", {samples}};
-  return {loss, accuracy, throughput};
+  // Runs whose records carry grad_norm (every run since it was logged):
+  // the norm before train.clip_grad_norm, where a spike shows.
+  if (grad_norm.points.empty()) return {loss, accuracy, throughput};
+  svg::ChartPanel norm{"Gradient norm (before clipping)", "L2 norm", {grad_norm}};
+  return {loss, accuracy, norm, throughput};
 }
 
 
