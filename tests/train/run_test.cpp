@@ -608,14 +608,17 @@ TEST_F(RunTest, ByteGradAndQAdamStopOrSkipANonFiniteStepAsGradientAllReduceDoes)
   EXPECT_NE(skip.output.find("final weights identical on all 4 workers"), std::string::npos) << skip.output;
 }
 
-// GPU machines only: on a GPU the verdict is read at log records and
-// checkpoints, so the run stops by the next one (steps 9-12 here, logged
-// every 4), still with exit 4, no later checkpoint and no model.pt.
+// GPU machines only: on a GPU the verdict is recorded on the GPU and read
+// at log records and checkpoints, so the run stops by the next one (step 12
+// here, logged every 4), still with exit 4 naming the step and the rank, no
+// later checkpoint and no model.pt.
 TEST_F(RunTest, ANonFiniteLossStopsTheRunOnTheGpuToo) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
   RunOutcome r = bagua_run(write_recipe("nan_gpu") + " --set train.device=cuda", "BAGUA_NAN_AT_STEP=1:10");
   EXPECT_EQ(r.exit_code, 4) << r.output;
-  EXPECT_NE(r.output.find("between step 9 and step 12"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the training diverged at step 11: the loss was NaN or infinite on rank 1"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("here after step 12"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir_ / "nan_gpu" / "checkpoints" / "step-00000008")) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "nan_gpu" / "checkpoints" / "step-00000016"));
   EXPECT_FALSE(fs::exists(dir_ / "nan_gpu" / "model.pt"));

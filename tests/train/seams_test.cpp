@@ -17,6 +17,7 @@
 #include <bagua/system.h>
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <malloc.h>
@@ -212,7 +213,37 @@ TEST(NonFiniteGuard, StopNamesTheStepTheGradientAndTheSamples) {
     EXPECT_NE(m.find("the gradient of layer.weight holds NaN or infinity on rank 0"), std::string::npos) << m;
     EXPECT_NE(m.find("training samples [3, 1, 4]"), std::string::npos) << m;
   }
-  EXPECT_NO_THROW(g.check_window(torch::tensor(std::nan("")), 50)) << "the window verdict is for GPUs only";
+  EXPECT_NO_THROW(g.check_window(50)) << "the window verdict is for GPUs only";
+}
+
+// GPU machines only: under stop the guard reads nothing per step on a GPU;
+// it records the first step whose loss was not finite, and check_window()
+// names that step (not the one where it was read).
+TEST(NonFiniteGuard, RecordsTheFirstNonFiniteStepOnTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  join_alone();
+  bagua::train::NonFiniteGuard::Options o;
+  o.mode = bagua::OnNonFinite::kStop;
+  o.device = at::Device(at::kCUDA, 0);
+  o.control = gloo_twin();
+  bagua::train::NonFiniteGuard g(o, [](const std::string&) {});
+  auto on_gpu = [](float v) { return torch::tensor(v).to(at::Device(at::kCUDA, 0)); };
+  for (int64_t step = 0; step < 4; ++step) EXPECT_FALSE(g.check_step(step, 0, on_gpu(1.0f), {}, {}, batch));
+  EXPECT_NO_THROW(g.check_window(4));
+  EXPECT_FALSE(g.check_step(4, 0, on_gpu(1.0f), {}, {}, batch));
+  EXPECT_FALSE(g.check_step(5, 0, on_gpu(std::nanf("")), {}, {}, batch));  // step 6
+  EXPECT_FALSE(g.check_step(6, 0, on_gpu(std::nanf("")), {}, {}, batch));
+  EXPECT_FALSE(g.check_step(7, 0, on_gpu(1.0f), {}, {}, batch));
+  try {
+    g.check_window(8);
+    FAIL() << "no DivergedError";
+  } catch (const bagua::DivergedError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the training diverged at step 6: the loss was NaN or infinite on rank 0"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("here after step 8"), std::string::npos) << m;
+    EXPECT_NE(m.find("Nothing was saved after step 4"), std::string::npos) << m;
+  }
 }
 
 TEST(NonFiniteGuard, TwoRanksSkipTogether) { expect_all_checks_passed(run_workers("guard_skip", 2), 2); }

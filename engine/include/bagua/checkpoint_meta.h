@@ -93,6 +93,10 @@ struct CheckpointMeta {
   // "best": checkpoint.keep_best's and train.early_stop's state at the
   // checkpoint's step; absent when the run had neither.
   std::optional<BestEvaluation> keep_best, early_stop;
+  // "loss_scale": train.precision fp16's scale and the steps in a row
+  // without an overflow (train/loss_scaler.h); absent under fp32 and bf16.
+  std::optional<double> loss_scale;
+  int64_t loss_scale_growth_tracker = 0;
 
   const CheckpointFile* file(const std::string& name) const;
 };

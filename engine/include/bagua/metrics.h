@@ -32,6 +32,8 @@ struct StepRecord {
   int64_t comm_bytes = 0;    // bytes rank 0 sent for the algorithm since the last record
   std::optional<int64_t> nonfinite_skips;  // under train.on_nonfinite: skip_step, steps skipped so far
   std::optional<int64_t> skipped_images;   // under skip_unreadable: samples replaced so far (this rank's)
+  std::optional<double> loss_scale;        // under train.precision: fp16: the current loss scale
+  std::optional<int64_t> overflow_skips;   // under fp16: steps skipped for overflowed gradients so far
   std::optional<double> grad_norm;         // the record's step: the gradients' global L2 norm, before clipping
   std::optional<double> padding;  // padded token sequences: the share of input elements that were padding
   std::vector<double> lrs;  // every optimizer's lr, in recipe order, when there are several (else empty)

@@ -39,6 +39,7 @@ enum class SchedulerType { kConstant, kStep, kCosine, kLinear };
 enum class Backend { kAuto, kGloo, kNccl };
 enum class Device { kAuto, kCpu, kCuda };
 enum class OnNonFinite { kStop, kSkipStep };
+enum class Precision { kFp32, kBf16, kFp16 };  // train.precision
 enum class EvalMetric { kEvalLoss, kEvalAccuracy, kEvalPerplexity };  // as metrics.jsonl names them
 enum class MetricMode { kMin, kMax };
 
@@ -274,7 +275,9 @@ struct TrainSpec {
   OnNonFinite on_nonfinite = OnNonFinite::kStop;
   int64_t grad_accum_steps = 1;         // micro-batches per optimizer step
   std::optional<double> clip_grad_norm;  // the gradients' global L2 norm is kept at most this
-  bool bf16 = false;                     // train.precision: bf16 (autocast) or fp32
+  // train.precision: the forward pass and the loss in autocast (bf16, or
+  // fp16 with dynamic loss scaling: train/loss_scaler.h), or fp32.
+  Precision precision = Precision::kFp32;
   std::optional<EarlyStopSpec> early_stop;  // empty: train to epochs or max_steps
 };
 

@@ -190,14 +190,13 @@ class LowPrecisionDecentralizedImpl : public AlgorithmImpl {
       const int64_t bad_right =
           from_right == from_left ? bad_left : MinMaxUInt8::first_non_finite_chunk(*from_right, numel);
       if (bad_left >= 0 || bad_right >= 0) {
-        throw Error("low_precision_decentralized: a neighbour sent NaN or infinite weights; the training has "
-                        "diverged",
-                    true);
+        throw DivergedError("low_precision_decentralized: a neighbour sent NaN or infinite weights; the training "
+                            "has diverged");
       }
     }
     if (MinMaxUInt8::first_non_finite_chunk(c, numel) >= 0) {
-      throw Error("low_precision_decentralized: this rank's weights hold NaN or infinity; the training has diverged",
-                  true);
+      throw DivergedError("low_precision_decentralized: this rank's weights hold NaN or infinity; the training has "
+                          "diverged");
     }
     // 3. The replicas and the weights take the decompressed differences.
     MinMaxUInt8::decompress_add(*from_left, st.left);

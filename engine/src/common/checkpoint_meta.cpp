@@ -109,6 +109,7 @@ json to_json(const CheckpointMeta& m) {
     if (m.early_stop) best["early_stop"] = best_json(*m.early_stop);
     j["best"] = best;
   }
+  if (m.loss_scale) j["loss_scale"] = {{"scale", *m.loss_scale}, {"growth_tracker", m.loss_scale_growth_tracker}};
   return j;
 }
 
@@ -148,6 +149,13 @@ CheckpointMeta checkpoint_meta_from_json(const json& j) {
   if (j.contains("best")) {
     m.keep_best = best_from_json(j["best"], "keep_best");
     m.early_stop = best_from_json(j["best"], "early_stop");
+  }
+  if (j.contains("loss_scale") && j["loss_scale"].is_object()) {
+    const json& ls = j["loss_scale"];
+    if (ls.contains("scale") && ls["scale"].is_number() && ls["scale"].get<double>() > 0) {
+      m.loss_scale = ls["scale"].get<double>();
+      m.loss_scale_growth_tracker = optional_integer(ls, "growth_tracker").value_or(0);
+    }
   }
   return m;
 }

@@ -31,6 +31,13 @@
 //    version test, so no 2.x release in between can be guessed wrong.
 // 7. c10::Allocator::copy_data is pure virtual in 2.x and absent in 1.13:
 //    defined without `override`.
+// 8. Autocast: 1.13 has one switch and one dtype per device family
+//    (at::autocast::set_enabled / set_autocast_gpu_dtype for CUDA,
+//    set_cpu_enabled / set_autocast_cpu_dtype for the CPU); 2.4 added
+//    is_autocast_enabled(device) / set_autocast_enabled(device, on) /
+//    set_autocast_dtype(device, dtype) and deprecated the old ones, which
+//    then print a deprecation warning at every call. autocast_enabled(),
+//    set_autocast() take the device type and call whichever the version has.
 #pragma once
 
 #include <torch/version.h>
@@ -41,6 +48,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/TensorImpl.h>
 
 #include <ftw.h>
@@ -81,6 +90,14 @@ typename Map::key_type optimizer_state_key(const at::TensorImpl* param) {
     return const_cast<at::TensorImpl*>(param);
   }
 }
+
+// Whether autocast is on for `device` (CPU or CUDA) on this thread (item 8;
+// train/autocast_compat.cpp, which alone includes ATen/autocast_mode.h).
+bool autocast_enabled(c10::DeviceType device);
+
+// Autocast on or off for `device` (CPU or CUDA) on this thread, in `dtype`
+// when on (item 8).
+void set_autocast(c10::DeviceType device, bool on, c10::ScalarType dtype);
 
 // Removes `path` and, for a directory, everything under it (symbolic links
 // are removed, not followed). A missing path is not an error. Sets `ec` to

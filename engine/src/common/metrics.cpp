@@ -52,6 +52,8 @@ json step_json(const StepRecord& r) {
             {"samples_per_s", r.samples_per_s}, {"time", r.time}, {"comm_bytes", r.comm_bytes}};
   if (r.nonfinite_skips) j["nonfinite_skips"] = *r.nonfinite_skips;
   if (r.skipped_images) j["skipped_images"] = *r.skipped_images;
+  if (r.loss_scale) j["loss_scale"] = *r.loss_scale;
+  if (r.overflow_skips) j["overflow_skips"] = *r.overflow_skips;
   if (r.grad_norm) j["grad_norm"] = finite_or_null(*r.grad_norm);
   if (r.padding) j["padding"] = *r.padding;
   if (!r.lrs.empty()) j["lrs"] = r.lrs;
@@ -88,6 +90,8 @@ StepRecord step_from(const json& j, const std::string& where) {
   r.comm_bytes = integer_or(j, "comm_bytes", 0, where);
   if (j.contains("nonfinite_skips")) r.nonfinite_skips = integer(j, "nonfinite_skips", where);
   if (j.contains("skipped_images")) r.skipped_images = integer(j, "skipped_images", where);
+  if (j.contains("loss_scale") && j["loss_scale"].is_number()) r.loss_scale = number(j, "loss_scale", where);
+  if (j.contains("overflow_skips")) r.overflow_skips = integer(j, "overflow_skips", where);
   if (j.contains("grad_norm") && j["grad_norm"].is_number()) r.grad_norm = number(j, "grad_norm", where);
   if (j.contains("padding")) r.padding = number(j, "padding", where);
   if (j.contains("diverging")) {
@@ -248,6 +252,8 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const Record& re
     for (size_t i = 0; i < r->lrs.size(); ++i) s.emplace_back("train/lr/" + std::to_string(i), r->lrs[i]);
     if (r->nonfinite_skips) s.emplace_back("train/nonfinite_skips", static_cast<double>(*r->nonfinite_skips));
     if (r->skipped_images) s.emplace_back("train/skipped_images", static_cast<double>(*r->skipped_images));
+    if (r->loss_scale) s.emplace_back("train/loss_scale", *r->loss_scale);
+    if (r->overflow_skips) s.emplace_back("train/overflow_skips", static_cast<double>(*r->overflow_skips));
     if (r->grad_norm) s.emplace_back("train/grad_norm", *r->grad_norm);
     if (r->padding) s.emplace_back("train/padding", *r->padding);
     if (r->diverging) s.emplace_back("train/diverging", 1.0);

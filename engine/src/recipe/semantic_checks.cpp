@@ -245,6 +245,16 @@ struct Checker {
             "file's size in bytes (expected file_size, found " + field_name->get<std::string>() + ")");
   }
 
+  // train.precision: fp16 needs a GPU: refused when the recipe says CPUs
+  // (train.device: auto is checked when the run starts).
+  void check_precision() {
+    const json* precision = at("train.precision");
+    const json* device = at("train.device");
+    if (precision && *precision == "fp16" && device && *device == "cpu")
+      error("train.precision", "fp16 runs on GPUs only and train.device is cpu (expected fp32 or bf16, which CPUs "
+            "run, or train.device cuda or auto, found fp16)");
+  }
+
   // train.global_batch_size against the recipe's world: every worker needs
   // a sample a step, and the load_balancing sampler's ranks equal batches.
   // (A launch at another size is checked again when it starts.)
@@ -511,6 +521,7 @@ void check_semantics(SourceTree& tree, const SchemaFindings& findings, const Sem
   c.check_sizes(findings.size_paths);
   c.check_sampler();
   c.check_global_batch();
+  c.check_precision();
   c.check_algorithm_world();
   c.check_required_optimizer();
   c.check_fused();

@@ -270,7 +270,8 @@ Recipe to_typed_recipe(const json& doc) {
   r.train.on_nonfinite = enum_from<OnNonFinite>(t.at("on_nonfinite").get<std::string>());
   r.train.grad_accum_steps = t.at("grad_accum_steps").get<int64_t>();
   if (const json& clip = t.at("clip_grad_norm"); clip.is_number()) r.train.clip_grad_norm = clip.get<double>();
-  r.train.bf16 = t.at("precision") == "bf16";
+  const std::string precision = t.at("precision").get<std::string>();
+  r.train.precision = precision == "bf16" ? Precision::kBf16 : precision == "fp16" ? Precision::kFp16 : Precision::kFp32;
   if (const json& e = t.at("early_stop"); !e.is_null()) {
     r.train.early_stop = EarlyStopSpec{eval_goal(e), e.at("patience").get<int64_t>(), e.at("min_delta").get<double>()};
   }

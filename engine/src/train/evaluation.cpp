@@ -2,6 +2,7 @@
 
 #include <bagua/errors.h>
 
+#include "common/libtorch_compat.h"
 #include "train/components.h"
 
 #include <torch/torch.h>
@@ -29,44 +30,37 @@ at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vec
 
 namespace {
 
-// train.precision: bf16: autocast on this thread while it lives (as
-// torch.autocast: matrix products and convolutions in bfloat16, the ops
-// that need it kept in float32), on the device the model is on.
+// train.precision bf16 or fp16: autocast on this thread while it lives (as
+// torch.autocast: matrix products and convolutions in the low precision,
+// the ops that need it kept in float32), on the device the model is on.
 class Autocast {
  public:
-  Autocast(bool on, const at::Device& device) : on_(on), cuda_(device.is_cuda()) {
+  Autocast(Precision precision, const at::Device& device) : on_(precision != Precision::kFp32), type_(device.type()) {
     if (!on_) return;
-    if (cuda_) {
-      before_ = at::autocast::is_enabled();
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
-    } else {
-      before_ = at::autocast::is_cpu_enabled();
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
-    }
+    before_ = compat::autocast_enabled(type_);
+    compat::set_autocast(type_, true, precision == Precision::kFp16 ? at::kHalf : at::kBFloat16);
     at::autocast::increment_nesting();
   }
   ~Autocast() {
     if (!on_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cuda_) {
-      at::autocast::set_enabled(before_);
-    } else {
-      at::autocast::set_cpu_enabled(before_);
-    }
+    compat::set_autocast(type_, before_, at::kFloat);
   }
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
 
  private:
-  bool on_, cuda_;
+  bool on_;
+  c10::DeviceType type_;
   bool before_ = false;
 };
 
-// The model's output for the loss: float32 (a bf16 forward's logits are
-// scored in float32, as autocast does for its losses).
-at::Tensor for_loss(const at::Tensor& out) { return out.scalar_type() == at::kBFloat16 ? out.to(at::kFloat) : out; }
+// The model's output for the loss: float32 (a bf16 or fp16 forward's
+// logits are scored in float32, as autocast does for its losses).
+at::Tensor for_loss(const at::Tensor& out) {
+  const auto type = out.scalar_type();
+  return type == at::kBFloat16 || type == at::kHalf ? out.to(at::kFloat) : out;
+}
 
 }  // namespace
 
@@ -74,7 +68,7 @@ at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, Bagua
                          bool pre_forward) {
   at::Tensor out;
   {
-    Autocast autocast(recipe.train.bf16, batch.input.device());
+    Autocast autocast(recipe.train.precision, batch.input.device());
     BaguaModule* through = pre_forward ? &ddp : nullptr;
     if (recipe.model.loss == Loss::kModel) return for_loss(forward_output(module, through, {batch.input, batch.target}));
     out = forward_output(module, through, {batch.input});

@@ -16,8 +16,17 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
                                 const NamedTensors& averaged,
                                 const std::function<std::vector<int64_t>(int rank)>& batch_of) {
   const bool skip_mode = options_.mode == OnNonFinite::kSkipStep;
-  // On a GPU under stop the window's loss sum is read instead (check_window).
-  if (options_.device.is_cuda() && !skip_mode) return false;
+  // On a GPU under stop: recorded on the GPU, read by check_window().
+  if (options_.device.is_cuda() && !skip_mode) {
+    const at::Tensor l = loss.detach();
+    if (!first_bad_.defined()) first_bad_ = at::full({}, -1, l.options().dtype(at::kLong));
+    if (next_step_ != steps_done) step_on_device_ = at::full({}, steps_done + 1, l.options().dtype(at::kLong));
+    const at::Tensor newly_bad = first_bad_.lt(0).logical_and_(l.isfinite().all().logical_not());
+    first_bad_ = at::where(newly_bad, step_on_device_, first_bad_);
+    step_on_device_.add_(1);
+    next_step_ = steps_done + 1;
+    return false;
+  }
   // A sum is non-finite when a term is, so one sum per tensor (no
   // allocation, one vectorised pass) clears almost every step; only when the
   // total is not finite (a NaN or infinity, or finite values that overflow
@@ -116,20 +125,45 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
                       "written. Lower the learning rate, check those samples, or set train.on_nonfinite: skip_step");
 }
 
-void NonFiniteGuard::check_window(const at::Tensor& window_loss_sum, int64_t steps_done) {
-  if (!options_.device.is_cuda() || options_.mode != OnNonFinite::kStop || !window_loss_sum.defined()) return;
-  const bool bad = !std::isfinite(window_loss_sum.item<double>());
-  if (!bad) {
+void NonFiniteGuard::check_window(int64_t steps_done) {
+  if (!options_.device.is_cuda() || options_.mode != OnNonFinite::kStop) return;
+  // Every rank of a synchronous algorithm is here: they agree.
+  const bool agree = options_.synchronous && options_.world > 1 && options_.control;
+  if (!first_bad_.defined() && !agree) {
     clean_step_ = steps_done;
     return;
   }
-  throw DivergedError("the training diverged on rank " + std::to_string(options_.rank) + " between step " +
-                      std::to_string(clean_step_ + 1) + " and step " + std::to_string(steps_done) +
-                      ": a loss or gradient was NaN or infinite (on a GPU the check is read at each log record, "
-                      "checkpoint and evaluation, so the step is not exact; train.on_nonfinite: skip_step checks "
-                      "every step). Nothing was saved after step " + std::to_string(clean_step_) +
+  const int64_t mine = first_bad_.defined() ? first_bad_.item<int64_t>() : -1;
+  std::vector<int64_t> firsts{mine};
+  if (agree) {
+    at::Tensor all = torch::zeros({options_.world}, torch::kLong);
+    allgather(torch::tensor({mine}, torch::kLong), all, options_.control);
+    firsts.assign(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + options_.world);
+  }
+  int64_t step = -1;
+  for (int64_t s : firsts)
+    if (s > 0 && (step < 0 || s < step)) step = s;
+  if (step < 0) {
+    clean_step_ = steps_done;
+    return;
+  }
+  std::vector<int> ranks;  // whose loss was not finite at that step
+  for (size_t r = 0; r < firsts.size(); ++r)
+    if (firsts[r] == step) ranks.push_back(agree ? static_cast<int>(r) : options_.rank);
+  std::string who = "rank " + std::to_string(ranks.front());
+  if (ranks.size() > 1) who += " (and on " + std::to_string(ranks.size() - 1) + " other rank(s))";
+  throw DivergedError("the training diverged at step " + std::to_string(step) + ": the loss was NaN or infinite on " +
+                      who + (agree ? ", the first rank and step to find one" : "") +
+                      " (on a GPU each step's loss is checked on the GPU and the verdict read at the next log "
+                      "record, checkpoint or evaluation, here after step " + std::to_string(steps_done) +
+                      "). Nothing was saved after step " + std::to_string(clean_step_) +
                       ": the checkpoints written so far are kept and no model.pt was written. Lower the learning "
                       "rate, or set train.on_nonfinite: skip_step");
+}
+
+void NonFiniteGuard::algorithm_found_divergence(const DivergedError& found, int64_t steps_done) {
+  if (options_.device.is_cuda() && options_.mode == OnNonFinite::kStop) check_window(steps_done);
+  throw found;
 }
 
 }  // namespace bagua::train

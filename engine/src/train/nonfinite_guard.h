@@ -11,15 +11,20 @@
 //     every rank, every rank finds the same NaN and they agree (allgather)
 //     on whose loss it came from. Nothing is saved after that step.
 //   - On a GPU under stop, check_step() reads nothing (a verdict every step
-//     would make the host wait for each backward): check_window() gives the
-//     verdict on the log window's loss sum, which a NaN or infinity
-//     poisons, where the host waits anyway (log records, checkpoints,
-//     evaluations), and the error says between which steps it happened.
+//     would make the host wait for each backward): it records on the GPU,
+//     without waiting, the first step whose loss was not finite on this
+//     rank. check_window() reads that record where the host waits anyway
+//     (log records, checkpoints, evaluations); the ranks of a synchronous
+//     algorithm agree on it (one small allgather), so the error names the
+//     first step and the rank whose loss it was, as on a CPU (a NaN on one
+//     rank makes every rank's weights NaN a step later). Asynchronous ranks
+//     judge alone.
 //   - A sum per tensor clears almost every step (one vectorised pass, no
 //     allocation); only a non-finite total runs the exact element check.
 #pragma once
 
 #include <bagua/communication.h>
+#include <bagua/errors.h>
 #include <bagua/recipe_spec.h>
 
 #include <ATen/core/Tensor.h>
@@ -62,9 +67,17 @@ class NonFiniteGuard {
   bool check_step(int64_t steps_done, int64_t epoch, const at::Tensor& loss, const NamedTensors& params,
                   const NamedTensors& averaged, const std::function<std::vector<int64_t>(int rank)>& batch_of);
 
-  // The GPU's deferred verdict: throws DivergedError when `window_loss_sum`
-  // is not finite; `steps_done` is the step reached.
-  void check_window(const at::Tensor& window_loss_sum, int64_t steps_done);
+  // The GPU's deferred verdict: throws DivergedError when a step's loss
+  // was not finite (on any rank, for synchronous algorithms); `steps_done`
+  // is the step reached. Collective on a GPU under stop (synchronous).
+  void check_window(int64_t steps_done);
+
+  // An algorithm found NaN weights in its own communication (on a GPU
+  // under stop, before the deferred verdict was read): every rank that got
+  // `found` calls this at the same step. Throws the verdict of
+  // check_window(), which names the first step and rank, when there is
+  // one; else rethrows `found`.
+  [[noreturn]] void algorithm_found_divergence(const DivergedError& found, int64_t steps_done);
 
   // Steps skipped so far (skip_step).
   int64_t skips() const { return skips_; }
@@ -74,6 +87,10 @@ class NonFiniteGuard {
   std::function<void(const std::string&)> warn_;
   int64_t skips_ = 0;
   int64_t clean_step_ = 0;  // on a GPU: the last step known finite
+  // On a GPU under stop: the first step (1-based) whose loss was not
+  // finite, or -1; the number of the step being checked, both on the GPU.
+  at::Tensor first_bad_, step_on_device_;
+  int64_t next_step_ = -1;  // the steps_done that step_on_device_ holds + 1 for
 };
 
 }  // namespace bagua::train

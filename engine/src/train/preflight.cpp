@@ -29,6 +29,13 @@ void check_supported(const Recipe& recipe) {
   if (recipe.train.device == Device::kCuda && torch::cuda::device_count() == 0) {
     train::choose_device(Device::kCuda, 0);  // throws the no-GPU error
   }
+  // fp16 autocast and loss scaling are for GPUs (bf16 is the CPU's).
+  if (recipe.train.precision == Precision::kFp16 &&
+      (recipe.train.device == Device::kCpu || torch::cuda::device_count() == 0)) {
+    throw Error(std::string("train.precision: fp16 runs on GPUs only, and this run trains on CPUs (") +
+                    (recipe.train.device == Device::kCpu ? "train.device is cpu" : "no GPU is visible here") +
+                    "); expected fp32 or bf16 (bfloat16 autocast, which CPUs run)", true);
+  }
 }
 
 void check_data(const Recipe& recipe, SharedData* share) {

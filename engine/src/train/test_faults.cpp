@@ -1,5 +1,7 @@
 #include "train/test_faults.h"
 
+#include <ATen/ATen.h>
+
 #include <csignal>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +33,9 @@ std::unique_ptr<TestFaults> TestFaults::from_environment(int rank) {
   faults->stop_at_ = step_for("BAGUA_STOP_AT_STEP", rank);
   faults->nan_at_ = step_for("BAGUA_NAN_AT_STEP", rank);
   faults->hang_at_ = step_for("BAGUA_HANG_AT_STEP", rank);
-  if (!faults->kill_at_ && !faults->stop_at_ && !faults->nan_at_ && !faults->hang_at_) return nullptr;
+  faults->overflow_at_ = step_for("BAGUA_OVERFLOW_AT_STEP", rank);
+  if (!faults->kill_at_ && !faults->stop_at_ && !faults->nan_at_ && !faults->hang_at_ && !faults->overflow_at_)
+    return nullptr;
   return faults;
 }
 

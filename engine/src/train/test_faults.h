@@ -8,6 +8,9 @@
 //                        pass, a frozen worker for the stall watch; not
 //                        after a restart
 //   BAGUA_NAN_AT_STEP    the rank's loss is NaN, so its gradients are too
+//   BAGUA_OVERFLOW_AT_STEP  the rank's backward runs on its loss times 1e30
+//                        (the loss itself stays as it was): under
+//                        train.precision fp16 its gradients overflow
 //   BAGUA_HANG_AT_STEP   the rank's main thread sleeps for ever in the
 //                        forward pass while its progress reporter goes on
 //                        (a hung driver call); not after a restart
@@ -31,11 +34,12 @@ class TestFaults {
   void at_step_start(int64_t step) const;                  // BAGUA_FAULT_AT_STEP
   void in_forward(int64_t step) const;                     // BAGUA_STOP_AT_STEP, BAGUA_HANG_AT_STEP
   at::Tensor on_loss(int64_t step, const at::Tensor& loss) const;  // BAGUA_NAN_AT_STEP
+  double backward_factor(int64_t step) const { return overflow_at_ == step ? 1e30 : 1.0; }  // BAGUA_OVERFLOW_AT_STEP
 
  private:
   int rank_ = 0;
   bool restarted_ = false;  // a max_restarts restart (TORCHELASTIC_RESTART_COUNT > 0)
-  std::optional<int64_t> kill_at_, stop_at_, nan_at_, hang_at_;
+  std::optional<int64_t> kill_at_, stop_at_, nan_at_, hang_at_, overflow_at_;
 };
 
 }  // namespace bagua::train

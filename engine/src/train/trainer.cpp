@@ -92,10 +92,14 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
     phase(train::Phase::kBackward, "backward");  // with the communication it overlaps and waits for
     const double share = size == n ? 1.0 : static_cast<double>(size) / static_cast<double>(n);
     const double weight = share * rank_weight;
+    // train.precision: fp16: backward on the scaled loss (loss_scaler.h).
+    at::Tensor to_backward = scaler_ ? scaler_->scaled(part_loss) : part_loss;
+    if (faults_ && last && faults_->backward_factor(pos_.step) != 1.0)
+      to_backward = to_backward * faults_->backward_factor(pos_.step);
     if (weight != 1.0) {
-      (part_loss * weight).backward();
+      (to_backward * weight).backward();
     } else {
-      part_loss.backward();
+      to_backward.backward();
     }
     loss = loss.defined() ? loss + part_loss.detach() * share : (share == 1.0 ? part_loss : part_loss.detach() * share);
     if (last) {
@@ -106,8 +110,12 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   }
   ddp_->set_gradient_sync(true);
   phase(train::Phase::kOptimizer, "optimizer");
+  // fp16: an overflow skips the step and lowers the scale (not a
+  // divergence); else the gradients are unscaled before the guard and clipping.
+  bool overflow = false;
+  if (scaler_) overflow = scaler_->after_backward(loss, params_) == train::LossScaler::Verdict::kSkip;
   // Throws under on_nonfinite: stop.
-  bool skip = guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
+  bool skip = overflow || guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
     return rank == env_.rank ? samples : sampler_->batches(epoch, rank).at(b);
   });
   // train.clip_grad_norm, and grad_norm for the metrics record (computed on
@@ -119,13 +127,24 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   if (skip) {
     ddp_->skip_step();
   } else {
-    ddp_->step();
+    try {
+      ddp_->step();
+    } catch (const DivergedError& e) {  // NaN weights met in the algorithm's own exchange
+      guard_->algorithm_found_divergence(e, pos_.step + 1);
+    }
   }
   ++pos_.step;
+  if (overflow && (scaler_->overflows() <= 3 || scaler_->overflows() % 100 == 0) &&
+      (env_.rank == 0 || !algorithm_->traits.synchronous)) {
+    std::fprintf(stderr, "[rank %d] step %lld: fp16 gradients overflowed; step skipped, loss scale lowered to %g "
+                 "(%lld such steps so far)\n", env_.rank, static_cast<long long>(pos_.step), scaler_->scale(),
+                 static_cast<long long>(scaler_->overflows()));
+    std::fflush(stderr);
+  }
   if (sample_record_) sample_record_->record(pos_.step, epoch, samples);
   progress_->step(pos_.step);
   phase(train::Phase::kCoordination, "metrics");
-  if (!skip) window_->add_loss(loss);
+  if (!skip || overflow) window_->add_loss(loss);  // an overflow's loss is a real one
   window_->add_step(static_cast<int64_t>(samples.size()), last_part);
 }
 
@@ -192,7 +211,7 @@ void Worker::stop_at(const train::Position& at) {
 // The window since the last record (summed over the ranks, but for async
 // ranks, which do not wait for each other: rank 0 reports its own).
 void Worker::record_window(int64_t epoch) {
-  guard_->check_window(window_->loss_sum(), pos_.step);
+  guard_->check_window(pos_.step);
   const auto w = window_->close(ddp_->bytes_sent(), algorithm_->traits.synchronous ? env_.control : nullptr);
   outcome_.last_loss = w.mean_loss;
   metrics::StepRecord r;
@@ -205,6 +224,10 @@ void Worker::record_window(int64_t epoch) {
   r.comm_bytes = w.comm_bytes;
   if (recipe_.train.on_nonfinite == OnNonFinite::kSkipStep) r.nonfinite_skips = guard_->skips();
   if (recipe_.data.train.skip_unreadable) r.skipped_images = train_data_->skipped_samples();
+  if (scaler_) {
+    r.loss_scale = scaler_->scale();
+    r.overflow_skips = scaler_->overflows();
+  }
   r.grad_norm = grad_norm_;
   grad_norm_.reset();
   r.padding = w.padding;
@@ -245,7 +268,7 @@ void Worker::report_autotune() {
 // algorithms); each rank's file holds its own.
 void Worker::save(const train::Position& at) {
   phase(train::Phase::kCheckpoint);
-  guard_->check_window(window_ ? window_->loss_sum() : at::Tensor(), pos_.step);
+  guard_->check_window(pos_.step);
   side_work_begin();
   train::SaveCheckpointOptions options;
   options.dir = ckpt_dir_.string();
@@ -273,6 +296,10 @@ void Worker::save(const train::Position& at) {
   meta.finished = finishing_ && !outcome_.stopped;
   if (best_) meta.keep_best = best_->state();
   if (early_stop_) meta.early_stop = early_stop_->state();
+  if (scaler_) {
+    meta.loss_scale = scaler_->state().scale;
+    meta.loss_scale_growth_tracker = scaler_->state().growth_tracker;
+  }
   average_->run([&] { train::save_checkpoint(options); });
   side_work_end();
 }
@@ -284,7 +311,7 @@ void Worker::save(const train::Position& at) {
 void Worker::evaluate(int64_t epoch) {
   if (!eval_data_) return;
   phase(train::Phase::kEvaluation);
-  guard_->check_window(window_->loss_sum(), pos_.step);
+  guard_->check_window(pos_.step);
   side_work_begin();
   last_eval_step_ = pos_.step;
   metrics::EvalRecord r;
@@ -316,7 +343,7 @@ void Worker::evaluate(int64_t epoch) {
 void Worker::finish() {
   if (!outcome_.stopped) before_collective();
   phase(train::Phase::kFinishing);
-  guard_->check_window(window_->loss_sum(), pos_.step);
+  guard_->check_window(pos_.step);
   finishing_ = true;
   side_work_begin();  // async: the weights stop moving before they are checked and saved
   if (!outcome_.stopped) {

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/components.h"
 #include "train/early_stop.h"
+#include "train/loss_scaler.h"
 #include "train/metrics_window.h"
 #include "train/nonfinite_guard.h"
 #include "train/progress_reporter.h"
@@ -129,6 +130,7 @@ class Worker {
   std::unique_ptr<ProgressReporter> progress_;  // step and phase, for bagua run's stall watch
   std::unique_ptr<BestModel> best_;          // checkpoint.keep_best, or null
   std::unique_ptr<EarlyStop> early_stop_;    // train.early_stop, or null
+  std::unique_ptr<LossScaler> scaler_;       // train.precision: fp16, or null
   Position pos_;
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;

@@ -65,6 +65,15 @@ void Worker::setup() {
   stop_vote_ = std::make_unique<train::StopVote>(votes, algorithm_->traits.synchronous);
   average_ = std::make_unique<train::ReplicaAverage>(params_, buffers_, algorithm_->traits.replicas_identical,
                                                      default_group());
+  if (recipe_.train.precision == Precision::kFp16) {
+    train::LossScaler::Options o;
+    using Ranks = train::LossScaler::Options::Ranks;
+    o.ranks = !algorithm_->traits.synchronous         ? Ranks::kAlone
+              : algorithm_->traits.replicas_identical ? Ranks::kIdentical
+                                                      : Ranks::kAgree;
+    o.control = env_.control;
+    scaler_ = std::make_unique<train::LossScaler>(o);
+  }
 }
 
 void Worker::resume() {
@@ -96,6 +105,8 @@ void Worker::resume() {
   tuned_bucket_bytes_ = resumed->meta.tuned_bucket_bytes;
   if (best_) best_->resume_from(resumed->meta.keep_best);
   if (early_stop_) early_stop_->resume_from(resumed->meta.early_stop);
+  if (scaler_ && resumed->meta.loss_scale)
+    scaler_->restore({*resumed->meta.loss_scale, resumed->meta.loss_scale_growth_tracker});
 }
 
 // A fresh run must not mix its checkpoints with an earlier run's: pruning
@@ -249,7 +260,8 @@ void Worker::announce() {
   b.sampler = sampler_->describe();
   {
     std::vector<std::string> step;
-    if (recipe_.train.bf16) step.push_back("bf16 autocast");
+    if (recipe_.train.precision == Precision::kBf16) step.push_back("bf16 autocast");
+    if (recipe_.train.precision == Precision::kFp16) step.push_back("fp16 autocast with dynamic loss scaling");
     if (recipe_.train.grad_accum_steps > 1)
       step.push_back(std::to_string(recipe_.train.grad_accum_steps) + " micro-batches of " +
                      std::to_string(recipe_.data.batch_size) + " per worker, gradients sent once");
