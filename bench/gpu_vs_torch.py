@@ -2,7 +2,7 @@
 """One-GPU `bagua run` against a plain PyTorch loop and PyTorch DDP, in one run.
 
     python3 bench/gpu_vs_torch.py --bagua build-cuda/cli/bagua [--repeats 3] [--steps 3000] [--window 250]
-                                  [--models quickstart,wide,20m]
+                                  [--models quickstart,wide,20m] [--precisions fp32,bf16,fp16]
 
 Needs a PyTorch with CUDA (the `python3` that has it) and a CUDA build of
 bagua (scripts/build.sh --cuda). Both train the same TorchScript model on
@@ -17,6 +17,13 @@ figure is samples/s per window of --window steps, the first window
 times. Models: the quickstart MLP (784-256-10), a wider MLP
 (784-1024-1024-10) and the 20 M-parameter MLP of docs/benchmarks.md
 (784-4096-4096-10), the last two exported here with torch.jit.script.
+
+Precisions: fp32; bf16 (bagua's train.precision: bf16 against the loop's
+forward and loss under torch.autocast("cuda", torch.bfloat16)); fp16
+(train.precision: fp16 against torch.autocast with float16 and
+torch.amp.GradScaler, PyTorch's own recipe for it). The PyTorch loops are
+PyTorch at its best: zero_grad(set_to_none=True), and DDP with
+gradient_as_bucket_view=True.
 """
 import argparse
 import gzip
@@ -44,7 +51,10 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
-def torch_loop(model_path, steps, window, batch, device, ddp=False):
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def torch_loop(model_path, steps, window, batch, device, ddp=False, precision="fp32"):
     images = torch.from_numpy(read_idx(FMNIST + "train-images-idx3-ubyte.gz").copy()).float().div_(255.0)
     images = images.view(-1, 1, 28, 28)
     labels = torch.from_numpy(read_idx(FMNIST + "train-labels-idx1-ubyte.gz").copy()).long()
@@ -52,8 +62,11 @@ def torch_loop(model_path, steps, window, batch, device, ddp=False):
     model = torch.jit.load(model_path).to(device)
     model.train()
     if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index],
+                                                          gradient_as_bucket_view=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    dtype = AUTOCAST[precision]
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     gen = torch.Generator().manual_seed(0)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     rates, step, epoch = [], 0, 0
@@ -64,10 +77,16 @@ def torch_loop(model_path, steps, window, batch, device, ddp=False):
             idx = order[b:b + batch]
             x = images[idx].to(device, non_blocking=True)
             y = labels[idx].to(device, non_blocking=True)
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+                loss = F.cross_entropy(model(x).float(), y)
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             loss_sum += loss.detach().double()
             step += 1
             if step % window == 0:
@@ -82,7 +101,7 @@ def torch_loop(model_path, steps, window, batch, device, ddp=False):
     return rates
 
 
-def bagua_run(bagua, tmp, model_path, steps, window, batch):
+def bagua_run(bagua, tmp, model_path, steps, window, batch, precision="fp32"):
     out = os.path.join(tmp, "bagua-out")
     recipe = os.path.join(tmp, "bench.yaml")
     with open(recipe, "w") as f:
@@ -94,7 +113,8 @@ data:
 optimizers: [{{type: sgd, lr: 0.05, momentum: 0.9}}]
 algorithm: {{name: gradient_allreduce}}
 distributed: {{nproc_per_node: 1}}
-train: {{epochs: 100, max_steps: {steps}, log_every_steps: {window}, eval_every: never, device: cuda}}
+train: {{epochs: 100, max_steps: {steps}, log_every_steps: {window}, eval_every: never, device: cuda,
+        precision: {precision}}}
 checkpoint: {{resume: never, every_steps: 100000000}}
 output: {{dir: {out}}}
 """)
@@ -123,6 +143,7 @@ def main():
     ap.add_argument("--window", type=int, default=250)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--models", default="quickstart,wide,20m", help="comma-separated: quickstart, wide, 20m")
+    ap.add_argument("--precisions", default="fp32,bf16,fp16", help="comma-separated: fp32, bf16, fp16")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_vs_torch: this python's torch sees no GPU")
@@ -145,18 +166,22 @@ def main():
             if hidden:
                 export_mlp(path, hidden)
             models.append((name, path))
-        print(f"{'model':>22} {'round':>5} {'bagua':>10} {'pytorch':>10} {'ddp':>10} {'b/pt':>7} {'b/ddp':>7}")
-        for name, path in models:
+        precisions = args.precisions.split(",")
+        for p in precisions:
+            if p not in AUTOCAST:
+                sys.exit(f"gpu_vs_torch: unknown precision {p!r} (known: {', '.join(AUTOCAST)})")
+        print(f"{'model':>22} {'prec':>5} {'round':>5} {'bagua':>10} {'pytorch':>10} {'ddp':>10} {'b/pt':>7} {'b/ddp':>7}")
+        for (name, path), prec in [(m, p) for m in models for p in precisions]:
             ratios, ddp_ratios = [], []
             for r in range(args.repeats):
-                b = statistics.median(bagua_run(args.bagua, tmp, path, args.steps, args.window, args.batch)[1:])
-                t = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device)[1:])
-                d = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device, ddp=True)[1:])
+                b = statistics.median(bagua_run(args.bagua, tmp, path, args.steps, args.window, args.batch, prec)[1:])
+                t = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device, False, prec)[1:])
+                d = statistics.median(torch_loop(path, args.steps, args.window, args.batch, device, True, prec)[1:])
                 ratios.append(b / t)
                 ddp_ratios.append(b / d)
-                print(f"{name:>22} {r + 1:>5} {b:>10.0f} {t:>10.0f} {d:>10.0f} {b / t:>7.3f} {b / d:>7.3f}",
+                print(f"{name:>22} {prec:>5} {r + 1:>5} {b:>10.0f} {t:>10.0f} {d:>10.0f} {b / t:>7.3f} {b / d:>7.3f}",
                       flush=True)
-            print(f"{name:>22} bagua/pytorch median {statistics.median(ratios):.3f} "
+            print(f"{name:>22} {prec:>5} bagua/pytorch median {statistics.median(ratios):.3f} "
                   f"(spread {min(ratios):.3f}-{max(ratios):.3f}); bagua/ddp median "
                   f"{statistics.median(ddp_ratios):.3f} (spread {min(ddp_ratios):.3f}-{max(ddp_ratios):.3f})",
                   flush=True)

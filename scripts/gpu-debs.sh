@@ -11,7 +11,8 @@
 # The list is scripts/install-deps.sh's build and test libraries (LibTorch
 # and python3-torch excepted: the wheel provides them), with the runtime
 # libraries their -dev packages point at, redis-server for the cache tests,
-# and Fashion-MNIST (about 31 MB of the 38 MB).
+# libjpeg-turbo and libpng for image folders, and Fashion-MNIST (about 31 MB
+# of the 39 MB).
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: scripts/gpu-debs.sh DIR" >&2
@@ -22,5 +23,5 @@ cd "$1"
 apt-get download libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev nlohmann-json3-dev libvalijson-dev libhiredis-dev \
   libhiredis0.14 libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libprotobuf-dev \
   libprotobuf32 protobuf-compiler libprotoc32 zlib1g zlib1g-dev redis-server redis-tools libjemalloc2 liblzf1 \
-  dataset-fashion-mnist
+  libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 dataset-fashion-mnist
 ls -l
