@@ -55,8 +55,8 @@ std::vector<std::vector<int64_t>> batches_of(int64_t n, int64_t size, int64_t of
   return out;
 }
 
-std::shared_ptr<const std::vector<std::vector<int64_t>>> shared(std::vector<std::vector<int64_t>> batches) {
-  return std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(batches));
+std::shared_ptr<const BatchList> shared(std::vector<std::vector<int64_t>> batches) {
+  return batch_list_of(std::move(batches));
 }
 
 void expect_batch(const Batch& b, const std::vector<int64_t>& samples, int64_t epoch) {

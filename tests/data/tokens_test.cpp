@@ -161,6 +161,83 @@ TEST(Tokens, EverySampleOfAnEpochIsSharedOutOnceAcrossRanks) {
   EXPECT_EQ(once, 48);  // 50 samples, 3 ranks, drop_last: 16 each
 }
 
+// The shuffle of an epoch above kMaterializedOrderLimit samples: a keyed
+// bijection computed per position, no order held in memory.
+TEST(KeyedPermutation, IsABijectionForEverySizeAndDiffersByKey) {
+  for (int64_t n : {1, 2, 3, 5, 16, 17, 1000, 65537}) {
+    SCOPED_TRACE(n);
+    std::vector<int> hit(static_cast<size_t>(n), 0);
+    std::vector<int64_t> order;
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t x = keyed_permutation(n, 42, p);
+      ASSERT_GE(x, 0);
+      ASSERT_LT(x, n);
+      ++hit[static_cast<size_t>(x)];
+      order.push_back(x);
+    }
+    for (int h : hit) ASSERT_EQ(h, 1);
+    if (n >= 16) {
+      std::vector<int64_t> other;
+      int fixed = 0;
+      for (int64_t p = 0; p < n; ++p) {
+        other.push_back(keyed_permutation(n, 43, p));
+        fixed += order[static_cast<size_t>(p)] == p;
+      }
+      EXPECT_NE(order, other) << "another key (epoch) must give another order";
+      EXPECT_LT(fixed, n / 4 + 2) << "hardly shuffled";
+    }
+  }
+  EXPECT_THROW(keyed_permutation(5, 1, 5), InvalidArgument);
+}
+
+// A token file of more samples than the sampler materialises an order for
+// (context 1: one sample a token): every rank's batches, made as they are
+// asked for, share the epoch out once, in a shuffled order that changes
+// with the epoch; a resume at another world size mid-epoch covers the rest
+// once.
+TEST(Tokens, AnEpochAboveTheMaterialisedLimitIsSharedOutOnceWithoutAnOrderInMemory) {
+  TempDir dir;
+  const int64_t n = kMaterializedOrderLimit + 1000;
+  write_file(dir.file("big.bin"), std::string(static_cast<size_t>(2 * (n + 1)), '\0'));
+  auto data = load_dataset(tokens({dir.file("big.bin")}, 1), TargetKind::kClassIndex);
+  ASSERT_EQ(data->size(), n);
+  DataSpec spec;
+  spec.train = tokens({dir.file("big.bin")}, 1);
+  spec.batch_size = 4096;
+  spec.sampler.shuffle = true;
+  spec.sampler.seed = 3;
+  auto two = make_sampler(spec, *data, 2);
+  std::vector<uint8_t> seen(static_cast<size_t>(n), 0);
+  int64_t in_place = 0;
+  const auto r0 = two->batch_list(0, 0), r1 = two->batch_list(0, 1);
+  ASSERT_EQ(r0->size(), two->num_batches(0));
+  const int64_t stop_after = 300;  // batches per rank before the "resume"
+  for (int64_t b = 0; b < stop_after; ++b)
+    for (const auto& list : {r0, r1})
+      for (int64_t i : list->at(b)) {
+        ++seen[static_cast<size_t>(i)];
+        in_place += i == b;  // (a rough sign of an unshuffled order)
+      }
+  EXPECT_LT(in_place, 10);
+  EXPECT_NE(two->batch_list(1, 0)->at(0), r0->at(0)) << "the next epoch's order must differ";
+  // Resumed on 3 workers from the position the 2 reached.
+  auto three = make_sampler(spec, *data, 3);
+  three->start_epoch_at(0, *two->position(0, stop_after));
+  for (int r = 0; r < 3; ++r) {
+    const auto list = three->batch_list(0, r);
+    for (int64_t b = 0; b < list->size(); ++b)
+      for (int64_t i : list->at(b)) ++seen[static_cast<size_t>(i)];
+  }
+  int64_t once = 0, twice = 0;
+  for (uint8_t c : seen) {
+    once += c == 1;
+    twice += c == 2;
+  }
+  // Every sample once, but for the last step's padding (at most 2 repeats).
+  EXPECT_GE(once, n - 2);
+  EXPECT_LE(twice, 2);
+}
+
 TEST(Tokens, APatternListsOnlyRegularFilesInSortedOrder) {
   TempDir dir;
   write_file(dir.file("b.bin"), "xx");

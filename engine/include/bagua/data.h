@@ -327,11 +327,38 @@ std::vector<std::vector<int64_t>> batches_within_budget(const std::vector<int64_
 // Every rank gets the same number of batches in an epoch. Implementations
 // are stateless (the epoch is an argument), so any rank's batches can be
 // asked for: a report naming another rank's samples does so.
+// One rank's batches of one epoch, each made when it is asked for, so an
+// epoch of millions of samples is not held as lists of indices.
+class BatchList {
+ public:
+  virtual ~BatchList() = default;
+  virtual int64_t size() const = 0;
+  // Batch `b`'s sample indices; std::out_of_range outside [0, size()).
+  virtual std::vector<int64_t> at(int64_t b) const = 0;
+};
+
+// Batches already made, as a BatchList.
+std::shared_ptr<const BatchList> batch_list_of(std::vector<std::vector<int64_t>> batches);
+
+// Position p of a keyed permutation of [0, n): a 4-round Feistel network
+// over the smallest power of 4 at least n, keyed by `key`, walked until it
+// lands inside [0, n). A bijection for every key; needs no memory. The
+// distributed sampler's shuffle for epochs of more than
+// kMaterializedOrderLimit samples (the ones below take torch.randperm's
+// order, as PyTorch's DistributedSampler does).
+int64_t keyed_permutation(int64_t n, uint64_t key, int64_t p);
+inline constexpr int64_t kMaterializedOrderLimit = int64_t{1} << 22;
+
 class Sampler {
  public:
   virtual ~Sampler() = default;
   // Rank `rank`'s batches in epoch `epoch`, in order.
   virtual std::vector<std::vector<int64_t>> batches(int64_t epoch, int rank) const = 0;
+  // The same batches, made as they are asked for where the sampler can
+  // (the distributed sampler), else batches() held in memory.
+  virtual std::shared_ptr<const BatchList> batch_list(int64_t epoch, int rank) const {
+    return batch_list_of(batches(epoch, rank));
+  }
   // Batches per rank in epoch `epoch`.
   virtual int64_t num_batches(int64_t epoch) const = 0;
   // Samples per rank and epoch (the sum of the batch sizes; for variable

@@ -252,7 +252,10 @@ void BenchWorker::setup() {
     // batches (sampler.batch_complexity), the epoch's first ones.
     const bool variable = recipe_->data.sampler.batch_complexity.has_value();
     std::vector<std::vector<int64_t>> all;
-    for (auto& b : make_sampler(recipe_->data, *data, world_)->batches(0, rank_)) {
+    const auto epoch = make_sampler(recipe_->data, *data, world_)->batch_list(0, rank_);
+    // (Only the pool below is made: a streamed set's epoch can hold millions.)
+    for (int64_t i = 0; i < epoch->size() && all.size() < 64; ++i) {
+      auto b = epoch->at(i);
       if (variable || static_cast<int64_t>(b.size()) == batch_) all.push_back(std::move(b));
     }
     if (all.empty()) throw Error("the training data has fewer samples per worker than one batch", true);

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <iomanip>
 #include <sstream>
@@ -47,27 +48,25 @@ class DistributedBatches : public Sampler {
   }
 
   std::vector<std::vector<int64_t>> batches(int64_t epoch, int rank) const override {
-    // The epoch's order as randperm gives it (int32 below 2^31 samples: the
-    // same permutation in half the memory), read in place: a streamed set
-    // of millions of samples costs its order once, then the rank's batches.
-    const at::Tensor order = epoch_order(epoch);
-    const bool narrow = order.scalar_type() == at::kInt;
-    const int32_t* o32 = narrow ? order.data_ptr<int32_t>() : nullptr;
-    const int64_t* o64 = narrow ? nullptr : order.data_ptr<int64_t>();
-    auto sample = [&](int64_t p) { return narrow ? static_cast<int64_t>(o32[p]) : o64[p]; };
-    const int64_t begin = start_of(epoch);
-    const int64_t rest = size_ - begin;
-    const int64_t slots = slots_of(rest);
+    const auto list = batch_list(epoch, rank);
     std::vector<std::vector<int64_t>> out;
-    out.reserve(static_cast<size_t>((slots + global_ - 1) / global_));
-    for (int64_t c = 0; c < slots; c += global_) {
-      const int64_t len = std::min(global_, slots - c);
-      std::vector<int64_t> batch;
-      batch.reserve(static_cast<size_t>((len + replicas_ - 1) / replicas_));
-      for (int64_t p = c + rank; p < c + len; p += replicas_) batch.push_back(sample(begin + p % rest));
-      out.push_back(std::move(batch));
-    }
+    out.reserve(static_cast<size_t>(list->size()));
+    for (int64_t b = 0; b < list->size(); ++b) out.push_back(list->at(b));
     return out;
+  }
+  std::shared_ptr<const BatchList> batch_list(int64_t epoch, int rank) const override {
+    auto list = std::make_shared<Lazy>();
+    list->order = epoch_order(epoch);
+    list->shuffle = spec_.shuffle;
+    list->key = spec_.seed + static_cast<uint64_t>(epoch);
+    list->samples = size_;
+    list->begin = start_of(epoch);
+    list->rest = size_ - list->begin;
+    list->slots = slots_of(list->rest);
+    list->global = global_;
+    list->replicas = replicas_;
+    list->rank = rank;
+    return list;
   }
   int64_t num_batches(int64_t epoch) const override {
     return (slots_of(size_ - start_of(epoch)) + global_ - 1) / global_;
@@ -115,12 +114,40 @@ class DistributedBatches : public Sampler {
     const int64_t padded = (last + replicas_ - 1) / replicas_ * replicas_;
     return whole + (padded <= global_ ? padded : last);
   }
+  // The epoch's order as randperm gives it (int32: the same permutation
+  // in half the memory), or none: in order, or above
+  // kMaterializedOrderLimit samples, where the order is keyed_permutation's,
+  // computed per position, so the order of a streamed set of any size
+  // costs no memory.
   at::Tensor epoch_order(int64_t epoch) const {
-    const auto dtype = size_ < (int64_t{1} << 31) ? at::kInt : at::kLong;
-    if (!spec_.shuffle) return at::arange(size_, at::TensorOptions().dtype(dtype));
+    if (!spec_.shuffle || size_ > kMaterializedOrderLimit) return {};
     at::Generator g = at::make_generator<at::CPUGeneratorImpl>(spec_.seed + static_cast<uint64_t>(epoch));
-    return at::randperm(size_, g, at::TensorOptions().dtype(dtype)).contiguous();
+    return at::randperm(size_, g, at::TensorOptions().dtype(at::kInt)).contiguous();
   }
+
+  // Step k takes the slots [kG, (k+1)G) of the order from `begin` on, rank
+  // r those at offsets r, r + world, ... (see the class comment).
+  struct Lazy : BatchList {
+    at::Tensor order;  // int32, or undefined (identity or keyed)
+    bool shuffle = false;
+    uint64_t key = 0;
+    int64_t samples = 0, begin = 0, rest = 0, slots = 0, global = 1;
+    int replicas = 1, rank = 0;
+
+    int64_t size() const override { return (slots + global - 1) / global; }
+    std::vector<int64_t> at(int64_t b) const override {
+      if (b < 0 || b >= size()) throw std::out_of_range("batch " + std::to_string(b) + " of " + std::to_string(size()));
+      const int64_t c = b * global, len = std::min(global, slots - c);
+      std::vector<int64_t> batch;
+      batch.reserve(static_cast<size_t>((len + replicas - 1) / replicas));
+      const int32_t* o = order.defined() ? order.data_ptr<int32_t>() : nullptr;
+      for (int64_t p = c + rank; p < c + len; p += replicas) {
+        const int64_t q = begin + p % rest;
+        batch.push_back(o ? static_cast<int64_t>(o[q]) : shuffle ? keyed_permutation(samples, key, q) : q);
+      }
+      return batch;
+    }
+  };
 
   SamplerSpec spec_;
   int64_t size_;
@@ -236,6 +263,49 @@ void Sampler::start_epoch_at(int64_t epoch, int64_t start) {
 }
 
 std::optional<int64_t> Sampler::position(int64_t, int64_t) const { return std::nullopt; }
+
+std::shared_ptr<const BatchList> batch_list_of(std::vector<std::vector<int64_t>> batches) {
+  struct Held : BatchList {
+    std::vector<std::vector<int64_t>> batches;
+    int64_t size() const override { return static_cast<int64_t>(batches.size()); }
+    std::vector<int64_t> at(int64_t b) const override {
+      if (b < 0 || b >= size()) throw std::out_of_range("batch " + std::to_string(b) + " of " + std::to_string(size()));
+      return batches[static_cast<size_t>(b)];
+    }
+  };
+  auto held = std::make_shared<Held>();
+  held->batches = std::move(batches);
+  return held;
+}
+
+namespace {
+// SplitMix64's finaliser: a well-mixed 64-bit function of its input.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+int64_t keyed_permutation(int64_t n, uint64_t key, int64_t p) {
+  if (n <= 0 || p < 0 || p >= n) throw InvalidArgument("keyed_permutation: position " + std::to_string(p) +
+                                                       " outside [0, " + std::to_string(n) + ")");
+  int half = 1;  // bits in each half of the domain 4^half >= n
+  while ((uint64_t{1} << (2 * half)) < static_cast<uint64_t>(n)) ++half;
+  const uint64_t mask = (uint64_t{1} << half) - 1;
+  uint64_t x = static_cast<uint64_t>(p);
+  do {  // cycle-walking: a permutation of the domain, restricted to [0, n)
+    uint64_t left = x >> half, right = x & mask;
+    for (uint64_t round = 0; round < 4; ++round) {
+      const uint64_t next = left ^ (mix(key * 0x100000001b3ULL + round * 0x9e3779b97f4a7c15ULL + right) & mask);
+      left = right;
+      right = next;
+    }
+    x = (left << half) | right;
+  } while (x >= static_cast<uint64_t>(n));
+  return static_cast<int64_t>(x);
+}
 
 std::unique_ptr<Sampler> make_sampler(const DataSpec& spec, const Dataset& train, int num_replicas,
                                       int64_t global_batch) {

@@ -341,8 +341,8 @@ void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
     steps.total = budget.total;
     // Rank 0's last batch (a global batch the workers do not divide gives
     // rank 0 the larger share); the first epoch's, for variable-size batches.
-    const auto first = sampler->batches(0, 0);
-    steps.last_batch = first.empty() ? 0 : static_cast<int64_t>(first.back().size());
+    const auto first = sampler->batch_list(0, 0);
+    steps.last_batch = first->size() == 0 ? 0 : static_cast<int64_t>(first->at(first->size() - 1).size());
     steps.read_bytes_per_step = static_cast<int64_t>(train->read_bytes_per_sample() * static_cast<double>(steps.batch_size));
     if (in.variable_batches) {
       plan.notes.push_back("variable-size batches (data.sampler.batch_complexity): per_epoch and batch sizes are "

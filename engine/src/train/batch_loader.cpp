@@ -19,7 +19,7 @@ BatchLoader::~BatchLoader() {
   for (auto& t : workers_) t.join();
 }
 
-void BatchLoader::start(int64_t epoch, std::shared_ptr<const std::vector<std::vector<int64_t>>> batches,
+void BatchLoader::start(int64_t epoch, std::shared_ptr<const BatchList> batches,
                         int64_t from) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -33,7 +33,7 @@ void BatchLoader::start(int64_t epoch, std::shared_ptr<const std::vector<std::ve
 }
 
 Batch BatchLoader::next(int64_t b) {
-  if (workers_.empty()) return data_->get_training_batch(batches_->at(static_cast<size_t>(b)), epoch_);
+  if (workers_.empty()) return data_->get_training_batch(batches_->at(b), epoch_);
   std::unique_lock<std::mutex> lock(mutex_);
   if (b != consumed_) {
     // Asked out of order (never by the trainer): start over from b.
@@ -56,7 +56,7 @@ void BatchLoader::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_.wait(lock, [&] {
-      return stopping_ || (batches_ && issued_ < static_cast<int64_t>(batches_->size()) && issued_ < consumed_ + depth_);
+      return stopping_ || (batches_ && issued_ < batches_->size() && issued_ < consumed_ + depth_);
     });
     if (stopping_) return;
     const int64_t b = issued_++;
@@ -66,7 +66,7 @@ void BatchLoader::run() {
     lock.unlock();
     Loaded result;
     try {
-      result.batch = data_->get_training_batch(batches->at(static_cast<size_t>(b)), epoch);
+      result.batch = data_->get_training_batch(batches->at(b), epoch);
     } catch (...) {
       result.error = std::current_exception();
     }

@@ -31,8 +31,8 @@ class BatchLoader {
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
-  // From now on next() gives `batches[b]` of `epoch`, for b = from, from + 1, ...
-  void start(int64_t epoch, std::shared_ptr<const std::vector<std::vector<int64_t>>> batches, int64_t from);
+  // From now on next() gives `batches->at(b)` of `epoch`, for b = from, from + 1, ...
+  void start(int64_t epoch, std::shared_ptr<const BatchList> batches, int64_t from);
   // Batch `b` of the current epoch (asked for in order, from start()'s
   // `from`); waits while a loader is still at it.
   Batch next(int64_t b);
@@ -54,7 +54,7 @@ class BatchLoader {
   bool stopping_ = false;
   uint64_t generation_ = 0;  // bumped by start(): loads of an older one are dropped
   int64_t epoch_ = 0;
-  std::shared_ptr<const std::vector<std::vector<int64_t>>> batches_;
+  std::shared_ptr<const BatchList> batches_;
   int64_t issued_ = 0;    // the next batch a loader takes
   int64_t consumed_ = 0;  // the next batch next() gives
   int64_t depth_ = 0;

@@ -30,14 +30,13 @@ namespace bagua::train {
 void Worker::loop() {
   window_ = std::make_unique<train::MetricsWindow>(env_.device, ddp_->bytes_sent());
   for (int64_t epoch = pos_.epoch; pos_.step < total_ && epoch < recipe_.train.epochs; ++epoch) {
-    // Shared with the loader threads (one copy: a streamed set's epoch can
-    // hold millions of samples).
-    const auto shared = std::make_shared<const std::vector<std::vector<int64_t>>>(sampler_->batches(epoch, env_.rank));
-    const auto& batches = *shared;
-    const auto count = static_cast<int64_t>(batches.size());
+    // Shared with the loader threads; each batch made when asked for (a
+    // streamed set's epoch can hold millions of samples).
+    const auto batches = sampler_->batch_list(epoch, env_.rank);
+    const int64_t count = batches->size();
     int64_t b = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
     const int64_t start = epoch == pos_.epoch ? pos_.epoch_start : 0;  // where its batches began
-    loader_->start(epoch, shared, b);
+    loader_->start(epoch, batches, b);
     for (; b < count && pos_.step < total_; ++b) {
       if (faults_) faults_->at_step_start(pos_.step);
       progress_->step(pos_.step);
@@ -45,7 +44,7 @@ void Worker::loop() {
       phase(train::Phase::kCoordination, "control: stop vote");
       if (stop_due()) return stop_at({pos_.step, epoch, b, start});
       if (allocations_) allocations_->step_begins(pos_.step);
-      train_step(epoch, b, batches[b]);
+      train_step(epoch, b, batches->at(b));
       if (allocations_) allocations_->step_ends();
       after_step(epoch, b, b + 1 == count);
       trace_->end_step();
@@ -116,7 +115,7 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   if (scaler_) overflow = scaler_->after_backward(loss, params_) == train::LossScaler::Verdict::kSkip;
   // Throws under on_nonfinite: stop.
   bool skip = overflow || guard_->check_step(pos_.step, epoch, loss, params_, ddp_->bagua_build_params(), [&](int rank) {
-    return rank == env_.rank ? samples : sampler_->batches(epoch, rank).at(b);
+    return rank == env_.rank ? samples : sampler_->batch_list(epoch, rank)->at(b);
   });
   // train.clip_grad_norm, and grad_norm for the metrics record (computed on
   // the steps that log it when nothing is clipped: it costs a host sync).
