@@ -85,6 +85,43 @@ TEST_F(RunTest, AResumeAtAnotherSizeWithAGlobalBatchMatchesTheFixedSizeRun) {
   }
 }
 
+// With train.grad_accum_steps a resume at another size keeps the global
+// batch by another number of micro-batches where batch x workers divides
+// it: 2 workers x 2 micro-batches of 8 (32) resumed on 1 worker take 4, on
+// 4 workers 1, and train to the fixed-size run's weights; on 3 workers 32
+// does not divide, and the note says the global batch changed.
+TEST_F(RunTest, AccumulationKeepsTheGlobalBatchAcrossAResizeWhereItDivides) {
+  const std::string recipe = small_data_recipe(dir_, 960, "fixed") +
+                             " --set data.batch_size=8 --set train.grad_accum_steps=2 --set train.max_steps=40";
+  RunOutcome fixed = bagua_run(recipe);
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
+  const auto reference = model_parameters(dir_ / "fixed" / "model.pt");
+  for (int world : {1, 4, 3}) {
+    SCOPED_TRACE(world);
+    const fs::path out_dir = dir_ / ("to" + std::to_string(world));
+    const std::string out = " --set output.dir=" + out_dir.string();
+    RunOutcome first = bagua_run(recipe + out, "BAGUA_FAULT_AT_STEP=1:9");
+    ASSERT_EQ(first.exit_code, 3) << first.output;
+    RunOutcome resumed = bagua_run(recipe + out + " --nproc-per-node " + std::to_string(world));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("done: "), std::string::npos) << resumed.output;
+    if (world == 3) {
+      EXPECT_NE(resumed.output.find("note: the global batch changed with the world size: 32 is not a multiple of "
+                                    "data.batch_size x workers (8 x 3)"),
+                std::string::npos)
+          << resumed.output;
+      continue;
+    }
+    const int64_t accum = 32 / (8 * world);
+    EXPECT_NE(resumed.output.find("train.grad_accum_steps 2 -> " + std::to_string(accum) + " keeps the global batch 32"),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_NE(resumed.output.find("global batch 32 -> 32"), std::string::npos) << resumed.output;
+    EXPECT_NE(resumed.output.find("done: 40 steps"), std::string::npos) << resumed.output;
+    EXPECT_LT(max_abs_diff(model_parameters(out_dir / "model.pt"), reference), 1e-5) << "2 -> " << world << " workers";
+  }
+}
+
 // The other way, 4 workers resumed by 2, with the global batch kept: 4
 // workers killed at step 17 roll back to the checkpoint of step 14, and 2
 // workers replay from there to weights within float rounding of the run

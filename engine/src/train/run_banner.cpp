@@ -82,7 +82,17 @@ void say_resize(RunLog& log, const ResumeFacts& f, metrics::ResumeRecord& record
           std::to_string(f.at.epoch + 1) + " continues after its first " + std::to_string(f.at.epoch_start) +
           " of " + std::to_string(f.train_samples) + " samples" +
           (f.schedule_by_samples ? "; the learning-rate schedule follows the samples seen" : ""));
-  if (r.global_batch != f.global_batch && !f.global_batch_given) {
+  if (f.accum_before > 0) {
+    log.say("train.grad_accum_steps " + std::to_string(f.accum_before) + " -> " + std::to_string(f.accum) +
+            " keeps the global batch " + std::to_string(f.global_batch) + " (data.batch_size " +
+            std::to_string(f.batch_size) + " x " + std::to_string(f.world) + " worker" + (f.world == 1 ? "" : "s") +
+            " x " + std::to_string(f.accum) + " micro-batches)");
+  }
+  if (r.global_batch != f.global_batch && f.accum > 1) {
+    log.say("note: the global batch changed with the world size: " + std::to_string(r.global_batch) +
+            " is not a multiple of data.batch_size x workers (" + std::to_string(f.batch_size) + " x " +
+            std::to_string(f.world) + "), so train.grad_accum_steps could not keep it");
+  } else if (r.global_batch != f.global_batch && !f.global_batch_given) {
     log.say("note: the global batch changed with the world size (data.batch_size stays per worker); "
             "set train.global_batch_size to keep it");
   }

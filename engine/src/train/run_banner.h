@@ -50,6 +50,10 @@ struct ResumeFacts {
   int64_t train_samples = 0;
   std::string algorithm;
   bool per_rank_model = false;
+  // train.grad_accum_steps: this run's micro-batches per step, the recipe's
+  // when a resize changed them to keep the global batch (else 0), and
+  // data.batch_size.
+  int64_t accum = 1, accum_before = 0, batch_size = 0;
 };
 
 // The lines and the resume record (metrics.jsonl).

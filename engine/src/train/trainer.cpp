@@ -72,7 +72,7 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
   // samples, so the summed gradient is the step's mean. The algorithm sees
   // the last micro-batch only (set_gradient_sync), with the sum.
   const int64_t n = batch.input.size(0);
-  const int64_t micro = recipe_.train.grad_accum_steps > 1 ? recipe_.data.batch_size : std::max<int64_t>(n, 1);
+  const int64_t micro = accum_ > 1 ? recipe_.data.batch_size : std::max<int64_t>(n, 1);
   // Ranks' batches of different sizes (a global batch the world size does
   // not divide): weighted so the averaged gradient is the step's mean.
   const double rank_weight = sampler_->loss_weight(epoch, b, env_.rank);

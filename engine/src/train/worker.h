@@ -141,6 +141,11 @@ class Worker {
   int64_t logged_before_ = 0;       // rank 0, resumed: the last step metrics.jsonl already had
   int64_t tuned_bucket_bytes_ = 0;  // bucket_size: auto's choice (once made, or from the checkpoint)
   std::optional<double> grad_norm_;  // the last computed global gradient norm (before clipping)
+  // Micro-batches per step: train.grad_accum_steps, or after a resume at
+  // another world size the count that keeps the checkpoint's global batch
+  // (accum_before_: the recipe's, when it was changed; 0 when not).
+  int64_t accum_ = 1, accum_before_ = 0;
+  std::unique_ptr<Sampler> sampler_for(int64_t accum) const;
 };
 
 }  // namespace bagua::train

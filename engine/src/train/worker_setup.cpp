@@ -48,8 +48,8 @@ void Worker::setup() {
   params_ = train::named_parameters(module_);
   buffers_ = train::named_buffers(module_);
   built_ = train::build_optimizers(recipe_.optimizers, params_);
-  sampler_ = make_sampler(data_per_step(recipe_.data, recipe_.train), *train_data_, env_.world,
-                          recipe_.train.global_batch_size.value_or(0));
+  accum_ = recipe_.train.grad_accum_steps;
+  sampler_ = sampler_for(accum_);
   {
     const char* local = std::getenv("LOCAL_WORLD_SIZE");
     loader_ = std::make_unique<train::BatchLoader>(
@@ -76,6 +76,13 @@ void Worker::setup() {
   }
 }
 
+// The sampler of steps of `accum` micro-batches of data.batch_size.
+std::unique_ptr<Sampler> Worker::sampler_for(int64_t accum) const {
+  DataSpec per_step = recipe_.data;
+  per_step.batch_size *= accum;
+  return make_sampler(per_step, *train_data_, env_.world, recipe_.train.global_batch_size.value_or(0));
+}
+
 void Worker::resume() {
   provenance_ = train::gather_provenance(recipe_, env_.rank, env_.world, env_.control);
   if (recipe_.checkpoint.resume == "never") return set_earlier_checkpoints_aside();
@@ -89,6 +96,18 @@ void Worker::resume() {
     train::check_provenance(saved.provenance, provenance_, recipe_, where, [this](const std::string& line) {
       if (env_.rank == 0) std::fprintf(stderr, "%s\n", line.c_str());
     });
+    // With accumulation, a resume keeps the checkpoint's global batch by
+    // another number of micro-batches where data.batch_size x workers
+    // divides it.
+    if (recipe_.train.grad_accum_steps > 1) {
+      const int64_t saved_global = saved.global_batch.value_or(0), per = recipe_.data.batch_size * env_.world;
+      const int64_t keep = saved_global > 0 && saved_global % per == 0 ? saved_global / per : recipe_.train.grad_accum_steps;
+      if (keep != accum_) {
+        accum_ = keep;
+        sampler_ = sampler_for(accum_);
+      }
+      accum_before_ = accum_ != recipe_.train.grad_accum_steps ? recipe_.train.grad_accum_steps : 0;
+    }
     resized_ = train::decide_resize(saved, env_.world, sampler_->global_batch(), recipe_.data.batch_size);
     if (resized_ && resized_->position > 0 && !sampler_->can_reshard()) {
       sampler_->start_epoch_at(saved.position.epoch, resized_->position);  // throws, saying why
@@ -262,8 +281,8 @@ void Worker::announce() {
     std::vector<std::string> step;
     if (recipe_.train.precision == Precision::kBf16) step.push_back("bf16 autocast");
     if (recipe_.train.precision == Precision::kFp16) step.push_back("fp16 autocast with dynamic loss scaling");
-    if (recipe_.train.grad_accum_steps > 1)
-      step.push_back(std::to_string(recipe_.train.grad_accum_steps) + " micro-batches of " +
+    if (accum_ > 1)
+      step.push_back(std::to_string(accum_) + " micro-batches of " +
                      std::to_string(recipe_.data.batch_size) + " per worker, gradients sent once");
     if (recipe_.train.clip_grad_norm) {
       char text[64];
@@ -298,6 +317,9 @@ void Worker::announce() {
     f.train_samples = train_data_->size();
     f.algorithm = recipe_.algorithm.name;
     f.per_rank_model = per_rank_model_;
+    f.accum = accum_;
+    f.accum_before = accum_before_;
+    f.batch_size = recipe_.data.batch_size;
     train::say_resumed(*log_, f);
   }
   if (recipe_.output.trace) {
