@@ -6,7 +6,12 @@ MASTER_PORT set (Debian's torchrun is broken on its Python 3.11).
 Trains the given TorchScript model on Fashion-MNIST exactly as the bagua
 recipe does: DistributedSampler (shuffle, seed 0), batch B per worker, SGD
 lr 0.05 momentum 0.9, cross-entropy; prints one JSON line with the samples/s
-of all workers together over the steps after the warm-up.
+of all workers together over the steps after the warm-up. With a fifth
+argument tokens:PATH:CONTEXT, on the windows of a uint16 token file as
+bagua's format: tokens cuts them (sample i: tokens [i*C, i*C + C] as input
+and its shift as target), with AdamW (lr 0.001, weight decay 0.01) and the
+loss over every position. DDP at its best: zero_grad(set_to_none=True),
+gradient_as_bucket_view=True.
 """
 import gzip
 import json
@@ -35,11 +40,28 @@ def main():
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    src = "/usr/share/datasets/fashion-mnist/"
-    x, y = load_idx(src + "train-images-idx3-ubyte.gz", src + "train-labels-idx1-ubyte.gz")
-    model = DDP(torch.jit.load(model_path))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    sampler = torch.utils.data.DistributedSampler(range(len(y)), num_replicas=world, rank=rank, shuffle=True, seed=0)
+    tokens = sys.argv[5].split(":") if len(sys.argv) > 5 else None
+    model = DDP(torch.jit.load(model_path), gradient_as_bucket_view=True)
+    if tokens:
+        import numpy as np
+        context = int(tokens[2])
+        ids = np.memmap(tokens[1], dtype=np.uint16, mode="r")
+        count = (len(ids) - 1) // context
+        opt = torch.optim.AdamW(model.parameters(), lr=0.001, weight_decay=0.01)
+
+        def batch_of(idx):
+            w = torch.stack([torch.from_numpy(ids[i * context:i * context + context + 1].astype(np.int64))
+                             for i in idx.tolist()])
+            return w[:, :-1], w[:, 1:]
+    else:
+        src = "/usr/share/datasets/fashion-mnist/"
+        x, y = load_idx(src + "train-images-idx3-ubyte.gz", src + "train-labels-idx1-ubyte.gz")
+        count = len(y)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def batch_of(idx):
+            return x[idx].to(torch.float32) / 255.0, y[idx]
+    sampler = torch.utils.data.DistributedSampler(range(count), num_replicas=world, rank=rank, shuffle=True, seed=0)
     sampler.set_epoch(0)
     indices = list(sampler)
     start = None
@@ -48,9 +70,10 @@ def main():
             dist.barrier()
             start = time.perf_counter()
         idx = torch.tensor(indices[(step * batch) % len(indices):][:batch])
-        xb, yb = x[idx].to(torch.float32) / 255.0, y[idx]
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        xb, yb = batch_of(idx)
+        opt.zero_grad(set_to_none=True)
+        out = model(xb)
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.size(-1)), yb.reshape(-1))
         loss.backward()
         opt.step()
     dist.barrier()

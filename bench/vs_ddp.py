@@ -4,6 +4,7 @@
     /usr/bin/python3 bench/vs_ddp.py [--rounds 5] [--workers 2] [--steps 300] [--short 60]
     sudo /usr/bin/python3 bench/vs_ddp.py --link 1gbit     # over a loopback limited to 1 Gbit/s
     /usr/bin/python3 bench/vs_ddp.py --hidden 4096 --algorithms all   # the 20 M model, every algorithm
+    /usr/bin/python3 bench/vs_ddp.py --model gpt --algorithms all     # a 3.3 M-parameter byte GPT
 
 --algorithms runs several bagua algorithms (the synchronous ones), each
 beside the same DDP baseline; --ddp-malloc adds DDP with bagua's malloc
@@ -13,7 +14,15 @@ Both train the same TorchScript MLP 784-H-H-10 (H = --hidden, 1024 by
 default: 1.9 M parameters; 4096 gives 20 M) on Fashion-MNIST with
 workers of 1 thread each, batch 64 per worker, SGD (lr 0.05, momentum 0.9),
 the same DistributedSampler order; DDP's workers are started per rank
-(Debian's torchrun is broken). Each round runs, alternating, bagua and DDP
+(Debian's torchrun is broken). DDP is at its best: zero_grad(set_to_none=True)
+and gradient_as_bucket_view=True.
+
+--model gpt trains instead a byte-level GPT (scripts/export_models.py's
+ByteGPT, 4 layers, 256 wide, 8 heads, context 64: 3.3 M parameters in 54
+tensors of many sizes) on recipes/data/bytes-train.bin (make it with
+scripts/make_token_corpus.py), batch 16 per worker (--batch), AdamW (lr
+0.001, weight decay 0.01), the loss over every position; bagua reads the
+file as format: tokens, DDP's workers the same windows from a memory map. Each round runs, alternating, bagua and DDP
 for --steps steps and again for --short steps. Two measurements per round:
 
   whole command  the difference in wall time between the long and the short
@@ -52,6 +61,18 @@ PREFIX = []  # ["ip", "netns", "exec", NS] under --link
 SYNCHRONOUS = ["gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "qadam"]
 
 
+CORPUS = os.path.join(ROOT, "recipes", "data", "bytes-train.bin")
+CONTEXT = 64
+
+
+def export_gpt(path):
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import export_models  # the shipped models' definitions
+    model = export_models.ByteGPT(vocab=256, context=CONTEXT, dim=256, heads=8, layers=4)
+    export_models.gpt_init(model)
+    torch.jit.script(model).save(path)
+
+
 def export_model(path, hidden):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
@@ -86,17 +107,20 @@ def algorithm_block(name):
     return f"{{name: {name}, hierarchical: false}}"
 
 
-def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce"):
+def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce", gpt=False):
     """(wall seconds of the whole command, in-loop samples/s)."""
     out = os.path.join(tmp, f"bagua-{algorithm}-{workers}-{steps}")
     recipe = os.path.join(tmp, f"bench-{algorithm}.yaml")
     optimizer = ("{type: qadam, lr: 0.001, warmup_steps: 20}" if algorithm == "qadam"
+                 else "{type: adamw, lr: 0.001, weight_decay: 0.01}" if gpt
                  else "{type: sgd, lr: 0.05, momentum: 0.9}")
+    train = (f"{{format: tokens, path: {CORPUS}, dtype: uint16, context: {CONTEXT}}}" if gpt else
+             f"{{format: idx, images: {FMNIST}train-images-idx3-ubyte.gz, labels: {FMNIST}train-labels-idx1-ubyte.gz}}")
     with open(recipe, "w") as f:
         f.write(f"""name: bench
 model: {{torchscript: {model}, loss: cross_entropy}}
 data:
-  train: {{format: idx, images: {FMNIST}train-images-idx3-ubyte.gz, labels: {FMNIST}train-labels-idx1-ubyte.gz}}
+  train: {train}
   batch_size: {batch}
 optimizers: [{optimizer}]
 algorithm: {algorithm_block(algorithm)}
@@ -119,7 +143,7 @@ checkpoint: {{resume: never, every_steps: 1000000}}
 TUNED_MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "4294967296", "MALLOC_ARENA_MAX": "1"}
 
 
-def run_ddp(model, workers, steps, warmup, batch, malloc=None):
+def run_ddp(model, workers, steps, warmup, batch, malloc=None, gpt=False):
     """(wall seconds of the whole command, in-loop samples/s)."""
     port = free_port()
     procs = []
@@ -128,7 +152,8 @@ def run_ddp(model, workers, steps, warmup, batch, malloc=None):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1", **(malloc or {}))
         procs.append(subprocess.Popen(PREFIX + ["/usr/bin/python3", os.path.join(ROOT, "bench", "ddp_worker.py"),
-                                                model, str(steps), str(warmup), str(batch)],
+                                                model, str(steps), str(warmup), str(batch)]
+                                      + ([f"tokens:{CORPUS}:{CONTEXT}"] if gpt else []),
                                       env=env, stdout=subprocess.PIPE, text=True))
     outs = [p.communicate()[0] for p in procs]
     wall = time.perf_counter() - begin
@@ -144,7 +169,8 @@ def main():
     ap.add_argument("--steps", type=int, default=300, help="steps of the long run")
     ap.add_argument("--short", type=int, default=60, help="steps of the short run (whole-command measurement)")
     ap.add_argument("--warmup", type=int, default=50, help="steps left out of the in-loop figure")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--model", choices=["mlp", "gpt"], default="mlp")
+    ap.add_argument("--batch", type=int, help="per worker (default 64 for the MLP, 16 for the GPT)")
     ap.add_argument("--hidden", type=int, default=1024, help="width of the two hidden layers (4096: 20 M parameters)")
     ap.add_argument("--algorithms", default="gradient_allreduce",
                     help="comma-separated bagua algorithms to run beside DDP, or 'all' (the synchronous ones)")
@@ -152,9 +178,14 @@ def main():
                     help="also run DDP with bagua's malloc policy set through glibc's environment variables")
     ap.add_argument("--link", metavar="RATE", help="limit the loopback to RATE (tc rate, e.g. 1gbit); needs root")
     args = ap.parse_args()
+    gpt = args.model == "gpt"
+    if args.batch is None:
+        args.batch = 16 if gpt else 64
+    if gpt and not os.path.exists(CORPUS):
+        ap.error(f"{CORPUS} is missing: make it with scripts/make_token_corpus.py")
     if args.short >= args.steps or args.warmup >= args.steps:
         ap.error("--short and --warmup must be below --steps")
-    if args.steps * args.batch * args.workers > 60000:
+    if not gpt and args.steps * args.batch * args.workers > 60000:
         # bagua's recipe trains one epoch; DDP's loop would wrap around.
         ap.error(f"--steps {args.steps} x --batch {args.batch} x --workers {args.workers} is more than one epoch "
                  "of Fashion-MNIST (60,000 samples): bagua would stop at the epoch's end")
@@ -166,14 +197,17 @@ def main():
         PREFIX.extend(["ip", "netns", "exec", limit_loopback(args.link)])
     w = args.workers
     warm = min(args.warmup, args.short - 1)
-    runners = [(a, lambda s, a=a: run_bagua(tmp, model, w, s, warm, args.batch, a)) for a in algorithms]
-    runners.append(("DDP", lambda s: run_ddp(model, w, s, warm, args.batch)))
+    runners = [(a, lambda s, a=a: run_bagua(tmp, model, w, s, warm, args.batch, a, gpt)) for a in algorithms]
+    runners.append(("DDP", lambda s: run_ddp(model, w, s, warm, args.batch, None, gpt)))
     if args.ddp_malloc:
-        runners.append(("DDP, tuned malloc", lambda s: run_ddp(model, w, s, warm, args.batch, TUNED_MALLOC)))
+        runners.append(("DDP, tuned malloc", lambda s: run_ddp(model, w, s, warm, args.batch, TUNED_MALLOC, gpt)))
     names = [n for n, _ in runners]
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "mlp.pt")
-        export_model(model, args.hidden)
+        model = os.path.join(tmp, "model.pt")
+        if gpt:
+            export_gpt(model)
+        else:
+            export_model(model, args.hidden)
         params = sum(p.numel() for p in torch.jit.load(model).parameters())
         whole = {n: [] for n in names}
         loop = {n: [] for n in names}
@@ -187,9 +221,10 @@ def main():
             print(f"  round {rnd + 1}: " + ", ".join(f"{n} {whole[n][-1]:.0f}/{loop[n][-1]:.0f}" for n in names)
                   + " samples/s (whole command/in loop)", file=sys.stderr)
     where = f"loopback limited to {args.link}" if args.link else "loopback"
-    print(f"MLP 784-{args.hidden}-{args.hidden}-10 ({params / 1e6:.1f} M parameters), Fashion-MNIST, {w} workers x 1 "
-          f"thread, batch {args.batch}/worker, {where}; {args.rounds} alternating rounds of {args.steps}- and "
-          f"{args.short}-step runs")
+    what = (f"byte GPT 4x256, context {CONTEXT} ({params / 1e6:.1f} M parameters), {os.path.basename(CORPUS)}" if gpt
+            else f"MLP 784-{args.hidden}-{args.hidden}-10 ({params / 1e6:.1f} M parameters), Fashion-MNIST")
+    print(f"{what}, {w} workers x 1 thread, batch {args.batch}/worker, {where}; {args.rounds} alternating rounds of "
+          f"{args.steps}- and {args.short}-step runs")
     cell = lambda v: f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
     for label, data in (("whole command", whole), ("in loop", loop)):
         print(f"\n{label}")
