@@ -164,7 +164,10 @@ TEST_P(FailureMatrix, EndsAsTheTableSays) {
   } else if (failure_ == "sigint_resume") {
     // Ctrl-C: every rank stops at one step with a checkpoint (exit 130);
     // the same command resumes from it.
+    // Each step in 2 micro-batches (train.grad_accum_steps): the stop
+    // falls between steps, never between micro-batches.
     const fs::path log = dir_ / "run.out";
+    recipe_ += " --set train.grad_accum_steps=2";
     const pid_t pid = start_run(recipe_ + " --set train.max_steps=100000", "", log);
     for (int i = 0; i < 600 && metrics(out_ / "metrics.jsonl").size() < 5; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -182,8 +185,10 @@ TEST_P(FailureMatrix, EndsAsTheTableSays) {
     expect_clean_resume(6);
   } else if (failure_ == "kill9_restart") {
     // Rank 1 is killed (SIGKILL) at step 13: with max_restarts 1 both are
-    // restarted from the checkpoint of step 8 and the run finishes.
-    RunOutcome r = bagua_run(recipe_ + " --set train.max_steps=24 --set distributed.max_restarts=1",
+    // restarted from the checkpoint of step 8 and the run finishes; in
+    // bf16 with clipping, as transformer recipes train.
+    RunOutcome r = bagua_run(recipe_ + " --set train.max_steps=24 --set distributed.max_restarts=1"
+                                       " --set train.precision=bf16 --set train.clip_grad_norm=1.0",
                              "BAGUA_FAULT_AT_STEP=1:13");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_TRUE(contains(r.output, "rank 1")) << r.output;
