@@ -91,6 +91,13 @@ TEST_F(RunTest, Fp16IsRefusedOnCpusNamingTheKey) {
   EXPECT_EQ(cpu.exit_code, 2) << cpu.output;
   EXPECT_NE(cpu.output.find("train.precision"), std::string::npos) << cpu.output;
   EXPECT_NE(cpu.output.find("fp16 runs on GPUs only and train.device is cpu"), std::string::npos) << cpu.output;
+  // qadam folds the still-scaled gradients into its momentum: refused.
+  RunOutcome qadam = bagua_run(write_recipe("fp16qadam") + " --set train.device=cuda --set train.precision=fp16"
+                                                            " --set algorithm.name=qadam"
+                                                            " --set 'optimizers=[{type: qadam, lr: 0.001}]'");
+  EXPECT_EQ(qadam.exit_code, 2) << qadam.output;
+  EXPECT_NE(qadam.output.find("qadam folds each gradient into its momentum during backward"), std::string::npos)
+      << qadam.output;
   if (torch::cuda::is_available()) return;
   RunOutcome any = bagua_run(write_recipe("fp16auto") + " --set train.precision=fp16");
   EXPECT_EQ(any.exit_code, 2) << any.output;

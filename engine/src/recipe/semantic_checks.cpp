@@ -253,6 +253,10 @@ struct Checker {
     if (precision && *precision == "fp16" && device && *device == "cpu")
       error("train.precision", "fp16 runs on GPUs only and train.device is cpu (expected fp32 or bf16, which CPUs "
             "run, or train.device cuda or auto, found fp16)");
+    const json* algorithm = at("algorithm.name");
+    if (precision && *precision == "fp16" && algorithm && *algorithm == "qadam")
+      error("train.precision", "qadam folds each gradient into its momentum during backward, before fp16's loss "
+            "scale can be taken out of it (expected fp32 or bf16 with qadam, found fp16)");
   }
 
   // train.global_batch_size against the recipe's world: every worker needs

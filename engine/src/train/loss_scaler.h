@@ -17,11 +17,13 @@
 //     After growth_interval kStep verdicts in a row the scale doubles.
 //   - Every rank of a synchronous algorithm reaches the same verdict:
 //     where the averaged gradients are the same on every rank
-//     (kIdentical: gradient_allreduce, bytegrad, qadam) an overflow is
+//     (kIdentical: gradient_allreduce, bytegrad) an overflow is
 //     found alike everywhere, and only then do the ranks agree (allreduce)
 //     on whether some rank's loss was not finite; where they differ
 //     (kAgree: decentralized) one small allreduce a step agrees on both.
 //     Asynchronous ranks (kAlone) decide alone: they never step together.
+//   - qadam is refused with fp16 (recipe check): it folds each gradient
+//     into its momentum during backward, while the gradient is still scaled.
 //   - The scale starts at 2^16 (GradScaler's defaults throughout) and is
 //     part of a checkpoint (state()/restore()), so a resumed run goes on
 //     with the scale it had.
