@@ -133,12 +133,17 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
     }
   }
   ++pos_.step;
-  if (overflow && (scaler_->overflows() <= 3 || scaler_->overflows() % 100 == 0) &&
-      (env_.rank == 0 || !algorithm_->traits.synchronous)) {
-    std::fprintf(stderr, "[rank %d] step %lld: fp16 gradients overflowed; step skipped, loss scale lowered to %g "
-                 "(%lld such steps so far)\n", env_.rank, static_cast<long long>(pos_.step), scaler_->scale(),
-                 static_cast<long long>(scaler_->overflows()));
-    std::fflush(stderr);
+  if (overflow && (scaler_->overflows() <= 3 || scaler_->overflows() % 100 == 0)) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "step %lld: fp16 gradients overflowed; step skipped, loss scale lowered to %g "
+                  "(%lld such steps so far)", static_cast<long long>(pos_.step), scaler_->scale(),
+                  static_cast<long long>(scaler_->overflows()));
+    if (algorithm_->traits.synchronous) {
+      log_->say(line);  // rank 0's log and console, as the guard's warnings
+    } else {
+      std::fprintf(stderr, "[rank %d] %s\n", env_.rank, line);  // async ranks decide alone
+      std::fflush(stderr);
+    }
   }
   if (sample_record_) sample_record_->record(pos_.step, epoch, samples);
   progress_->step(pos_.step);
