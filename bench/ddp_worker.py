@@ -11,7 +11,9 @@ argument tokens:PATH:CONTEXT, on the windows of a uint16 token file as
 bagua's format: tokens cuts them (sample i: tokens [i*C, i*C + C] as input
 and its shift as target), with AdamW (lr 0.001, weight decay 0.01) and the
 loss over every position. DDP at its best: zero_grad(set_to_none=True),
-gradient_as_bucket_view=True.
+gradient_as_bucket_view=True; with DDP_OLD_CONFIGURATION=1 in the
+environment, torch 1.13's defaults instead (zero_grad() zeroes in place, no
+bucket view), for bench/vs_ddp.py --ddp-old.
 """
 import gzip
 import json
@@ -41,7 +43,8 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     tokens = sys.argv[5].split(":") if len(sys.argv) > 5 else None
-    model = DDP(torch.jit.load(model_path), gradient_as_bucket_view=True)
+    old = os.environ.get("DDP_OLD_CONFIGURATION") == "1"
+    model = DDP(torch.jit.load(model_path), gradient_as_bucket_view=not old)
     if tokens:
         import numpy as np
         context = int(tokens[2])
@@ -71,7 +74,7 @@ def main():
             start = time.perf_counter()
         idx = torch.tensor(indices[(step * batch) % len(indices):][:batch])
         xb, yb = batch_of(idx)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=not old)
         out = model(xb)
         loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.size(-1)), yb.reshape(-1))
         loss.backward()

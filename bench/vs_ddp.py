@@ -8,7 +8,10 @@
 
 --algorithms runs several bagua algorithms (the synchronous ones), each
 beside the same DDP baseline; --ddp-malloc adds DDP with bagua's malloc
-policy (train.allocator: tuned) as environment variables.
+policy (train.allocator: tuned) as environment variables; --ddp-old adds,
+as a row labelled so, DDP as torch 1.13 configures it by default
+(zero_grad() zeroing in place, no gradient_as_bucket_view), the baseline
+of the figures before 2026-11-27.
 
 Both train the same TorchScript MLP 784-H-H-10 (H = --hidden, 1024 by
 default: 1.9 M parameters; 4096 gives 20 M) on Fashion-MNIST with
@@ -143,14 +146,15 @@ checkpoint: {{resume: never, every_steps: 1000000}}
 TUNED_MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "4294967296", "MALLOC_ARENA_MAX": "1"}
 
 
-def run_ddp(model, workers, steps, warmup, batch, malloc=None, gpt=False):
+def run_ddp(model, workers, steps, warmup, batch, malloc=None, gpt=False, old=False):
     """(wall seconds of the whole command, in-loop samples/s)."""
     port = free_port()
     procs = []
     begin = time.perf_counter()
     for rank in range(workers):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", **(malloc or {}))
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", DDP_OLD_CONFIGURATION="1" if old else "0",
+                   **(malloc or {}))
         procs.append(subprocess.Popen(PREFIX + ["/usr/bin/python3", os.path.join(ROOT, "bench", "ddp_worker.py"),
                                                 model, str(steps), str(warmup), str(batch)]
                                       + ([f"tokens:{CORPUS}:{CONTEXT}"] if gpt else []),
@@ -176,6 +180,8 @@ def main():
                     help="comma-separated bagua algorithms to run beside DDP, or 'all' (the synchronous ones)")
     ap.add_argument("--ddp-malloc", action="store_true",
                     help="also run DDP with bagua's malloc policy set through glibc's environment variables")
+    ap.add_argument("--ddp-old", action="store_true",
+                    help="also run DDP as torch 1.13 configures it by default (zero_grad() in place, no bucket view)")
     ap.add_argument("--link", metavar="RATE", help="limit the loopback to RATE (tc rate, e.g. 1gbit); needs root")
     args = ap.parse_args()
     gpt = args.model == "gpt"
@@ -201,6 +207,8 @@ def main():
     runners.append(("DDP", lambda s: run_ddp(model, w, s, warm, args.batch, None, gpt)))
     if args.ddp_malloc:
         runners.append(("DDP, tuned malloc", lambda s: run_ddp(model, w, s, warm, args.batch, TUNED_MALLOC, gpt)))
+    if args.ddp_old:
+        runners.append(("DDP, old configuration", lambda s: run_ddp(model, w, s, warm, args.batch, None, gpt, old=True)))
     names = [n for n, _ in runners]
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model.pt")

@@ -31,7 +31,7 @@ int main() {
   for (int step = 1; step <= 200; ++step) {
     at::Tensor x = torch::randn({32, D_in});
     at::Tensor y = torch::matmul(x, truth);
-    optimizer->zero_grad();
+    ddp->zero_grad();  // gradients set to none: backward writes them afresh
     at::Tensor loss = torch::mse_loss(ddp->forward(model, x), y);
     loss.backward();  // gradients are averaged across the ranks when this returns
     ddp->step();

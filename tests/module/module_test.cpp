@@ -40,6 +40,10 @@ TEST(BaguaModule, FirstBucketIsCommunicatedBeforeBackwardEnds) {
   expect_all_checks_passed(run_workers("overlap", 2), 2);
 }
 
+TEST(BaguaModule, WorldOfOneSendsNothingAndStartsNoThread) {
+  expect_all_checks_passed(run_workers("alone", 1), 1);
+}
+
 TEST(BaguaModule, SwitchingAlgorithmReplacesHooksAndBuckets) {
   expect_all_checks_passed(run_workers("switch", 2), 2);
 }

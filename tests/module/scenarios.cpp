@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -104,7 +105,14 @@ void check_equivalence(WorkerChecks& c, const Config& cfg) {
                       std::to_string((got - want).abs().max().item<double>()) + ")");
   c.expect(identical_across_ranks(got), cfg.describe() + ": bitwise identical across ranks after training");
   c.expect(ddp->bagua_train_step_counter() == K, cfg.describe() + ": step counter");
-  if (autotune) {
+  if (world == 1) {
+    // Alone, gradient_allreduce has nothing to do: no buckets, no traffic
+    // (scenario_alone checks the rest).
+    c.expect(ddp->bagua_buckets().empty(), cfg.describe() + ": a world of one makes no buckets");
+    c.expect(ddp->bytes_sent() == 0, cfg.describe() + ": a world of one sends nothing");
+    c.expect(!ddp->autotune_result().has_value(), cfg.describe() + ": nothing to tune alone");
+  }
+  if (autotune && world > 1) {
     // Tried several sizes, chose one of them (the same on every rank), and
     // the buckets are now the chosen size's.
     const auto& result = ddp->autotune_result();
@@ -126,7 +134,7 @@ void check_equivalence(WorkerChecks& c, const Config& cfg) {
       c.expect(identical_across_ranks(chosen), cfg.describe() + ": every rank chose the same size");
     }
   }
-  if (cfg.bucket_bytes == 1) {
+  if (cfg.bucket_bytes == 1 && world > 1) {
     c.expect(ddp->bagua_buckets().size() == model->parameters().size(),
              cfg.describe() + ": one bucket per tensor");
   }
@@ -298,6 +306,49 @@ int scenario_switch() {
   return c.finish();
 }
 
+// The threads of this process (/proc/self/task).
+int64_t thread_count() {
+  int64_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// A world of one under gradient_allreduce does nothing a plain loop does
+// not: no buckets, no copy of a gradient, nothing sent, no communication
+// thread; the weights are bitwise those of the plain loop.
+int scenario_alone() {
+  bagua::init_process_group();
+  WorkerChecks c(bagua::get_rank());
+  c.expect(bagua::get_world_size() == 1, "this scenario runs alone");
+  torch::manual_seed(3);
+  Seq model = make_mlp(6, 8, 3, torch::kFloat);
+  auto ref = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
+  auto ref_opt = make_optimizer("sgd", ref->parameters());
+  ref_opt->zero_grad();
+  ref->forward(torch::randn({4, 6})).sum().backward();  // autograd's and ATen's threads, if any, start here
+  ref_opt->zero_grad();
+  const int64_t threads_before = thread_count();
+  auto opt = make_optimizer("sgd", model->parameters());
+  auto ddp = bagua::with_bagua(*model, {opt}, std::make_shared<bagua::GradientAllReduce>());
+  c.expect(ddp->bagua_buckets().empty(), "no buckets");
+  for (int step = 0; step < 5; ++step) {
+    torch::manual_seed(50 + step);
+    at::Tensor x = torch::randn({4, 6}), y = torch::randn({4, 3});
+    ddp->zero_grad();
+    torch::mse_loss(ddp->forward(model, x), y).backward();
+    ddp->step();
+    ref_opt->zero_grad();
+    torch::mse_loss(ref->forward(x), y).backward();
+    ref_opt->step();
+  }
+  c.expect(torch::equal(flat_params(*model), flat_params(*ref)), "bitwise the plain loop's weights");
+  c.expect(ddp->bytes_sent() == 0, "nothing sent");
+  c.expect(thread_count() == threads_before,
+           "no thread started (" + std::to_string(threads_before) + " before, " + std::to_string(thread_count()) +
+               " after)");
+  return c.finish();
+}
+
 }  // namespace
 
 int run_scenario(const std::string& name) {
@@ -305,5 +356,6 @@ int run_scenario(const std::string& name) {
       {"equivalence", scenario_equivalence}, {"ignore", scenario_ignore},
       {"initial_state", scenario_initial_state}, {"unused", scenario_unused},
       {"overlap", scenario_overlap},         {"switch", scenario_switch},
+      {"alone", scenario_alone},
   });
 }

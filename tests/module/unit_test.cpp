@@ -69,6 +69,55 @@ TEST(Buckets, FlattenMakesTensorsAliasesOfOneBufferAndPadsToAlignment) {
   EXPECT_TRUE(b->storage().is_alias_of(flat.storage()));
 }
 
+// A flattened bucket of one tensor and no padding owns no buffer: it
+// communicates the tensor where it lies, so a gradient that backward wrote
+// afresh (after zero_grad set it to none) is never copied.
+TEST(Buckets, OneTensorBucketIsItsTensorWhereverItLies) {
+  auto a = std::make_shared<at::Tensor>(torch::arange(6, torch::kFloat).view({2, 3}));
+  const void* first = a->data_ptr();
+  bagua::Bucket bucket("b", {tensor_of("a", {2, 3}, at::kFloat, a)}, true, 1);
+  ASSERT_TRUE(bucket.direct());
+  bucket.attach();
+  EXPECT_EQ(a->data_ptr(), first);  // not moved
+  at::Tensor flat = bucket.flat();
+  EXPECT_EQ(flat.data_ptr(), first);
+  EXPECT_EQ(flat.numel(), 6);
+  flat.mul_(2);
+  EXPECT_TRUE(torch::equal(*a, torch::arange(6, torch::kFloat).view({2, 3}) * 2));
+  *a = torch::full({2, 3}, 7.f);  // set to none, then written afresh
+  const void* fresh = a->data_ptr();
+  bucket.attach(0);
+  EXPECT_EQ(a->data_ptr(), fresh);
+  EXPECT_EQ(bucket.flat().data_ptr(), fresh);
+  *a = at::Tensor();  // no gradient: zeros, as a zeroed one
+  bucket.attach();
+  ASSERT_TRUE(a->defined());
+  EXPECT_TRUE(torch::equal(*a, torch::zeros({2, 3})));
+  *a = torch::arange(6, torch::kFloat).view({3, 2}).t();  // not contiguous: made so
+  bucket.attach();
+  EXPECT_TRUE(a->is_contiguous());
+  EXPECT_TRUE(torch::equal(bucket.flat(), torch::tensor({0.f, 2.f, 4.f, 1.f, 3.f, 5.f})));
+  // Padding (or a second tensor) needs a buffer of its own.
+  EXPECT_FALSE(bagua::Bucket("p", {tensor_of("a", {2, 3}, at::kFloat, a)}, true, 4).direct());
+  EXPECT_FALSE(bagua::Bucket("u", {tensor_of("a", {2, 3}, at::kFloat, a)}, false, 1).direct());
+}
+
+// In a bucket of several tensors, attach(i) copies the i-th alone into the
+// buffer (BaguaModule calls it as each gradient becomes ready).
+TEST(Buckets, AttachOneCopiesThatTensorAlone) {
+  auto a = std::make_shared<at::Tensor>(torch::ones({2}));
+  auto b = std::make_shared<at::Tensor>(torch::ones({3}));
+  bagua::Bucket bucket("b", {tensor_of("a", {2}, at::kFloat, a), tensor_of("b", {3}, at::kFloat, b)}, true, 1);
+  ASSERT_FALSE(bucket.direct());
+  at::Tensor flat = bucket.flat();
+  *a = torch::full({2}, 5.f);
+  *b = torch::full({3}, 6.f);
+  bucket.attach(1);
+  EXPECT_TRUE(torch::equal(flat, torch::tensor({1.f, 1.f, 6.f, 6.f, 6.f})));
+  EXPECT_TRUE(b->storage().is_alias_of(flat.storage()));
+  EXPECT_FALSE(a->storage().is_alias_of(flat.storage()));
+}
+
 TEST(Buckets, WithoutFlattenOperationsCopyInAndOut) {
   auto a = std::make_shared<at::Tensor>(torch::ones({3}));
   bagua::Bucket bucket("b", {tensor_of("a", {3}, at::kFloat, a)}, false, 1);

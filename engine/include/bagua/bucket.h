@@ -6,7 +6,10 @@
 // buckets of one dtype each, filled greedily up to `bucket_bytes`. With
 // flattening, a bucket owns one contiguous buffer and every tensor becomes a
 // view into it, so an operation on the bucket works on the buffer without
-// copies; without, operations copy in and out, with identical results.
+// copies; without, operations copy in and out, with identical results. A
+// flattened bucket of one tensor and no padding owns no buffer: the tensor
+// is its buffer, wherever it lives (a gradient that backward wrote afresh
+// after zero_grad set it to none is communicated where it lies, uncopied).
 #pragma once
 
 #include <bagua/defaults.h>
@@ -53,9 +56,16 @@ class Bucket {
   // With flattening: points every registered tensor at its view of the
   // buffer (copying the current value in). Call again whenever a tensor may
   // have been replaced; tensors still pointing into the buffer are skipped.
+  // A one-tensor bucket (direct()) only makes its tensor defined (zeros)
+  // and contiguous.
   void attach();
+  // The same for the index-th tensor alone (BaguaModule calls it as each
+  // gradient becomes ready, while the fresh gradient is still in cache).
+  void attach(size_t index);
+  // Flattened, one tensor, no padding: the tensor is the buffer.
+  bool direct() const { return direct_; }
   // The bucket's data as one flat tensor of padded_numel() elements: the
-  // buffer itself when flattened, else a copy of the tensors (pass it to
+  // buffer itself when flattened (the tensor itself when direct()), else a copy of the tensors (pass it to
   // write_back() after the operation). Padding is zero. The copy lives in
   // scratch memory allocated once and reused by later calls, shared by the
   // unflattened buckets make_buckets() made together (of one dtype and
@@ -87,6 +97,7 @@ class Bucket {
   at::ScalarType dtype_;
   at::Device device_ = at::kCPU;
   bool flatten_;
+  bool direct_ = false;
   int64_t numel_ = 0;
   int64_t padded_numel_ = 0;
   at::Tensor buffer_;

@@ -6,7 +6,7 @@
 //                                                  torch::optim::SGDOptions(0.01).momentum(0.9));
 //   auto ddp = bagua::with_bagua(*model, {sgd}, std::make_shared<bagua::GradientAllReduce>());
 //   for (...) {
-//     sgd->zero_grad();
+//     ddp->zero_grad();  // sets the gradients to none (see zero_grad())
 //     auto loss = torch::mse_loss(ddp->forward(model, x), y);
 //     loss.backward();   // gradients are reduced across ranks when this returns
 //     ddp->step();       // the optimizers' step plus the algorithm's post-step work
@@ -147,14 +147,25 @@ class BaguaModule {
   // pre_forward(), then forward() of a TorchScript module.
   c10::IValue forward(torch::jit::Module& module, std::vector<c10::IValue> inputs);
 
-  // Steps every optimizer, then runs the algorithm's post-step hook.
+  // Steps every optimizer (after giving back a zero gradient to each hooked
+  // parameter that zero_grad() cleared and backward did not fill), then
+  // runs the algorithm's post-step hook.
   void step();
   // In place of step() when this iteration's optimizer step is skipped (a
   // NaN loss, say): no optimizer steps, and the algorithm ends the
   // iteration (AlgorithmImpl::on_step_skipped). Call one of the two after
   // every backward.
   void skip_step();
-  // Zeroes every optimizer's gradients.
+  // Clears every optimizer's gradients for the next backward. The hooked
+  // parameters' (bagua_build_params) are set to none, as DDP at its best
+  // does (set_to_none): backward writes them afresh instead of adding to
+  // zeros, and a gradient bucket takes them as they come (the one tensor of
+  // a one-tensor bucket is communicated where it lies; the others are
+  // copied into the bucket's buffer as each becomes ready). step() gives a
+  // zero gradient back to any of them that backward left undefined, so the
+  // update is the one a zeroed gradient gives. Other parameters' gradients
+  // are zeroed in place (LibTorch 1.13's zero_grad); a fused optimizer's
+  // buffers are zeroed with one kernel each.
   void zero_grad();
   // Gradient accumulation (DDP's no_sync): with false, backward passes only
   // add to each parameter's gradient; the algorithm sees nothing (no bucket

@@ -6,6 +6,13 @@
 namespace bagua {
 
 AlgorithmImpl::AlgorithmImpl(ProcessGroupPtr group) : group_(std::move(group)) {
+  if (group_->size() == 1) {
+    // Alone, no peer's traffic can interleave with the user's: the group
+    // itself serves (a duplicate would start Gloo threads of its own), and
+    // its checks stay as the user set them.
+    comm_ = group_;
+    return;
+  }
   comm_ = group_->duplicate();
   comm_->set_verify_collectives(false);
 }

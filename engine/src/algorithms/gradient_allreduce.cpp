@@ -12,6 +12,8 @@ class GradientAllReduceImpl : public AlgorithmImpl {
   GradientAllReduceImpl(ProcessGroupPtr group, bool hierarchical, bool average)
       : AlgorithmImpl(std::move(group)), hierarchical_(hierarchical), average_(average) {}
 
+  bool idle_when_alone() const override { return true; }
+
   void run_bucket(AlgorithmContext&, Bucket& bucket) override {
     at::Tensor flat = bucket.flat();
     if (!hierarchical_) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <unordered_set>
 #include <sstream>
 
 namespace bagua {
@@ -29,6 +30,9 @@ struct BaguaModule::Internals {
   bool in_backward = false;  // a backward pass has touched our parameters
   bool fresh = false;        // readiness was reset by pre_forward and no backward has used it yet
   bool sync = true;          // false: backward passes accumulate gradients locally (set_gradient_sync)
+  bool idle = false;         // a world of one whose algorithm has nothing to do alone (idle_when_alone)
+  std::unordered_set<const c10::TensorImpl*> hooked;  // build_params, by tensor
+  std::vector<at::Tensor> cleared;  // parameters whose gradient zero_grad() set to none
   std::function<void(const TraceEvent&)> trace;
   std::atomic<int64_t> sequence{0};
   // Bucket autotune (see WithBaguaOptions::autotune_buckets).
@@ -136,6 +140,7 @@ BaguaModule::BaguaModule(std::vector<std::pair<std::string, at::Tensor>> paramet
     throw InvalidArgument("with_bagua: this process is not a member of the given process group");
   }
   internals_->build_params = bagua_build_params();
+  for (const auto& [name, p] : internals_->build_params) internals_->hooked.insert(p.unsafeGetTensorImpl());
   step_counter_ = options_.step_counter;
   broadcast_initial_state();
   context_ = std::make_unique<Context>(*this);
@@ -283,7 +288,10 @@ void BaguaModule::broadcast_initial_state() {
 // (Re)builds the tensors, buckets and per-bucket state of the current
 // algorithm, and maps each hooked parameter to its registered tensor.
 void BaguaModule::init_algorithm() {
-  std::vector<BaguaTensor> tensors = impl_->init_tensors(*context_);
+  // Alone, an algorithm that would leave the tensors as they are gets no
+  // buckets: nothing is copied, launched or awaited.
+  const bool idle = group_->size() == 1 && impl_->idle_when_alone();
+  std::vector<BaguaTensor> tensors = idle ? std::vector<BaguaTensor>{} : impl_->init_tensors(*context_);
   buckets_ = tensors.empty() ? std::vector<std::shared_ptr<Bucket>>{}
                              : make_buckets(tensors, impl_->bucket_options(*context_));
   for (auto& bucket : buckets_) {
@@ -303,6 +311,7 @@ void BaguaModule::init_algorithm() {
   }
   internals_->in_backward = false;
   internals_->fresh = false;
+  internals_->idle = idle;
   reset_iteration_locked();
 }
 
@@ -378,11 +387,24 @@ c10::IValue BaguaModule::forward(torch::jit::Module& module, std::vector<c10::IV
 }
 
 void BaguaModule::step() {
+  {
+    // A parameter whose gradient zero_grad() set to none and backward did
+    // not fill steps as if it had been zeroed (momentum and weight decay
+    // still move it), not skipped.
+    at::NoGradGuard no_grad;
+    for (auto& p : internals_->cleared) {
+      if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+    }
+    internals_->cleared.clear();
+  }
   for (auto& opt : optimizers_) opt->step();
   impl_->on_post_step(*context_);
 }
 
-void BaguaModule::skip_step() { impl_->on_step_skipped(*context_); }
+void BaguaModule::skip_step() {
+  internals_->cleared.clear();
+  impl_->on_step_skipped(*context_);
+}
 
 void BaguaModule::set_gradient_sync(bool sync) {
   std::lock_guard<std::mutex> lock(internals_->mutex);
@@ -390,13 +412,29 @@ void BaguaModule::set_gradient_sync(bool sync) {
 }
 
 void BaguaModule::zero_grad() {
+  at::NoGradGuard no_grad;
+  internals_->cleared.clear();
   for (auto& opt : optimizers_) {
     // A fused optimizer zeroes each gradient buffer in one kernel, and keeps
-    // the gradients in their buffers where LibTorch 2.x would set them to none.
+    // the gradients in their buffers.
     if (auto* in_place = dynamic_cast<ZeroesGradientsInPlace*>(opt.get())) {
       in_place->zero_grad_in_place();
-    } else {
-      opt->zero_grad();
+      continue;
+    }
+    for (auto& group : opt->param_groups()) {
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        if (internals_->hooked.count(p.unsafeGetTensorImpl())) {
+          // Set to none: backward writes the gradient afresh (no zeroing
+          // pass, no read of zeros), and its bucket takes it from there.
+          p.mutable_grad() = at::Tensor();
+          internals_->cleared.push_back(p);
+        } else {
+          at::Tensor g = p.grad();  // as LibTorch 1.13's Optimizer::zero_grad
+          g.detach_();
+          g.zero_();
+        }
+      }
     }
   }
 }
@@ -415,7 +453,9 @@ void BaguaModule::trace(TraceEvent::Kind kind, const std::string& name, int64_t 
 // From autograd, after hooked parameter p's gradient was accumulated.
 void BaguaModule::on_gradient_ready(size_t p) {
   std::lock_guard<std::mutex> lock(internals_->mutex);
-  if (!internals_->sync) return;  // a micro-batch before the step's last: gradients stay local
+  // A micro-batch before the step's last: gradients stay local. Alone with
+  // nothing to do: nothing to track either.
+  if (!internals_->sync || internals_->idle) return;
   if (!internals_->in_backward) {
     internals_->in_backward = true;
     // Without a pre_forward since the last backward (a module driven by
@@ -427,6 +467,10 @@ void BaguaModule::on_gradient_ready(size_t p) {
   trace(TraceEvent::kGradientReady, internals_->build_params[p].first);
   auto [b, i] = internals_->slot_of_param[p];
   if (b == Internals::kNone) return;
+  // A gradient written afresh (set to none by zero_grad) goes into the
+  // bucket's buffer now, while it is still in cache (not at all in a
+  // one-tensor bucket, whose buffer it is).
+  buckets_[b]->attach(i);
   if (impl_->on_tensor_ready(*context_, *buckets_[b], i)) mark_ready_locked(b, i);
 }
 

@@ -29,30 +29,47 @@ Bucket::Bucket(std::string name, std::vector<BaguaTensor> tensors, bool flatten,
   alignment = std::max<int64_t>(1, alignment);
   padded_numel_ = (numel_ + alignment - 1) / alignment * alignment;
   ready_.assign(tensors_.size(), false);
-  if (flatten_) buffer_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
+  direct_ = flatten_ && tensors_.size() == 1 && padded_numel_ == numel_;
+  if (flatten_ && !direct_) buffer_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(dtype_).device(device_));
 }
 
 int64_t Bucket::bytes() const { return padded_numel_ * static_cast<int64_t>(c10::elementSize(dtype_)); }
 
 void Bucket::attach() {
   if (!flatten_) return;
+  for (size_t i = 0; i < tensors_.size(); ++i) attach(i);
+}
+
+void Bucket::attach(size_t i) {
+  if (!flatten_ || i >= tensors_.size()) return;
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    at::Tensor current = tensors_[i].get();
-    if (points_into(current, buffer_, offsets_[i])) continue;
-    at::Tensor alias = alias_into(buffer_, offsets_[i], tensors_[i].shape);
-    if (current.defined()) {
-      alias.copy_(current);
-    } else {
-      alias.zero_();
+  at::Tensor current = tensors_[i].get();
+  if (direct_) {
+    // The tensor is the buffer: it only has to exist and be contiguous.
+    if (!current.defined()) {
+      tensors_[i].set(at::zeros(tensors_[i].shape, at::TensorOptions().dtype(dtype_).device(device_)));
+    } else if (!current.is_contiguous()) {
+      tensors_[i].set(current.contiguous());
     }
-    tensors_[i].set(alias);
+    return;
   }
+  if (points_into(current, buffer_, offsets_[i])) return;
+  at::Tensor alias = alias_into(buffer_, offsets_[i], tensors_[i].shape);
+  if (current.defined()) {
+    alias.copy_(current);
+  } else {
+    alias.zero_();
+  }
+  tensors_[i].set(alias);
 }
 
 at::Tensor Bucket::flat() {
   if (flatten_) {
     attach();
+    if (direct_) {
+      const at::Tensor t = tensors_.front().get();
+      return alias_into(t, 0, {numel_});
+    }
     return buffer_;
   }
   // A model-sized allocation every step would page-fault in again wherever

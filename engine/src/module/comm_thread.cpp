@@ -2,21 +2,20 @@
 
 namespace bagua::module {
 
-CommThread::CommThread() : thread_([this] { loop(); }) {}
-
 CommThread::~CommThread() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void CommThread::submit(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_.push_back(std::move(job));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });  // on the first job
   }
   wake_.notify_one();
 }

@@ -1,6 +1,8 @@
 // CommThread: one thread that runs communication jobs in submission order.
 // BaguaModule submits one job per bucket; keeping them on one thread keeps
-// every rank's collectives in the same order while backward goes on.
+// every rank's collectives in the same order while backward goes on. A
+// module that never submits (a world of one with nothing to do) never
+// starts it.
 #pragma once
 
 #include <condition_variable>
@@ -14,7 +16,7 @@ namespace bagua::module {
 
 class CommThread {
  public:
-  CommThread();
+  CommThread() = default;  // the thread starts with the first job
   ~CommThread();  // finishes the queued jobs, then joins
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;

@@ -97,7 +97,8 @@ class AlgorithmContext {
 class AlgorithmImpl {
  public:
   // Makes comm_group(): a duplicate of `group` with its own connections
-  // (collective: every rank reifies the same algorithm at the same point).
+  // (collective: every rank reifies the same algorithm at the same point);
+  // in a world of one, `group` itself.
   explicit AlgorithmImpl(ProcessGroupPtr group);
   virtual ~AlgorithmImpl() = default;
 
@@ -123,6 +124,13 @@ class AlgorithmImpl {
   // instead of leaving its peers waiting. Default true; algorithms that
   // send weights (marked ready elsewhere) return false.
   virtual bool communicates_during_backward() const { return true; }
+
+  // True when, in a world of one, the algorithm would leave every tensor as
+  // it is (an average or sum of one gradient): the module then makes no
+  // buckets and its hooks do nothing, so a one-worker run makes no pass
+  // over the gradients, sends nothing and starts no communication thread.
+  // Default false (compression changes values even alone).
+  virtual bool idle_when_alone() const { return false; }
 
   // True when per-bucket state lives across steps (copies of the peers'
   // weights, a background averaging loop): the buckets then cannot be
