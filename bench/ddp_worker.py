@@ -68,21 +68,37 @@ def main():
     sampler.set_epoch(0)
     indices = list(sampler)
     start = None
+    # Seconds per phase over the steps after the warm-up (vs_ddp.py --phases
+    # sets them beside bagua's trace): perf_counter between the phases.
+    phases = {"data": 0.0, "zero_grad": 0.0, "forward": 0.0, "backward": 0.0, "optimizer": 0.0}
     for step in range(steps):
         if step == warmup:
             dist.barrier()
             start = time.perf_counter()
+            for k in phases:
+                phases[k] = 0.0
+        t0 = time.perf_counter()
         idx = torch.tensor(indices[(step * batch) % len(indices):][:batch])
         xb, yb = batch_of(idx)
+        t1 = time.perf_counter()
         opt.zero_grad(set_to_none=not old)
+        t2 = time.perf_counter()
         out = model(xb)
         loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.size(-1)), yb.reshape(-1))
+        t3 = time.perf_counter()
         loss.backward()
+        t4 = time.perf_counter()
         opt.step()
+        t5 = time.perf_counter()
+        for k, a, b in (("data", t0, t1), ("zero_grad", t1, t2), ("forward", t2, t3), ("backward", t3, t4),
+                        ("optimizer", t4, t5)):
+            phases[k] += b - a
     dist.barrier()
     elapsed = time.perf_counter() - start
     if rank == 0:
-        print(json.dumps({"samples_per_s": (steps - warmup) * batch * world / elapsed}))
+        timed = steps - warmup
+        print(json.dumps({"samples_per_s": timed * batch * world / elapsed, "step_ms": 1000 * elapsed / timed,
+                          "phase_ms": {k: 1000 * v / timed for k, v in phases.items()}}))
     dist.destroy_process_group()
 
 

@@ -35,6 +35,17 @@ for --steps steps and again for --short steps. Two measurements per round:
   in loop        what each framework reports over the steps after the
                  warm-up (bagua: metrics.jsonl; DDP: timed in its loop).
 
+--phases adds the anatomy of a step, phase by phase, bagua against each DDP
+row (median over the rounds of ms per step on rank 0): bagua's from the
+per-step trace of its long run (output.trace over up to 40 steps after the
+warm-up), DDP's from perf_counter between its loop's phases. The phases
+pair up as: data (bagua's also sets the learning rate and clears the
+gradients; DDP's zero_grad is its own row), forward (with the loss),
+backward (with the communication it overlaps and waits for; bagua's wait
+is shown inside it), optimizer (bagua's also runs the non-finite check and,
+on logging steps, the gradient norm), and bagua's own: the stop vote and
+the metrics. "other" is the step's time outside the phases named.
+
 Prints samples/s (all workers together): the median over the rounds with
 the range, and bagua/DDP. --link RATE runs everything in a network namespace
 of its own whose loopback is limited to RATE with tc's token bucket filter
@@ -110,8 +121,22 @@ def algorithm_block(name):
     return f"{{name: {name}, hierarchical: false}}"
 
 
-def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce", gpt=False):
-    """(wall seconds of the whole command, in-loop samples/s)."""
+def trace_phases(path, steps):
+    """ms per step of each phase in a bagua per-step trace (rank 0's)."""
+    with open(path) as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    out = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("tid") != 1:  # the training thread's spans
+            continue
+        name = "step" if e["name"].startswith("step ") else e["name"]
+        out[name] = out.get(name, 0.0) + e["dur"] / 1000.0
+    return {k: v / steps for k, v in out.items()}
+
+
+def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce", gpt=False, phases=False):
+    """(wall seconds of the whole command, in-loop samples/s, ms per phase or None)."""
     out = os.path.join(tmp, f"bagua-{algorithm}-{workers}-{steps}")
     recipe = os.path.join(tmp, f"bench-{algorithm}.yaml")
     optimizer = ("{type: qadam, lr: 0.001, warmup_steps: 20}" if algorithm == "qadam"
@@ -130,6 +155,9 @@ algorithm: {algorithm_block(algorithm)}
 train: {{epochs: 1, max_steps: {steps}, log_every_steps: {warmup}, eval_every: never, threads: 1}}
 checkpoint: {{resume: never, every_steps: 1000000}}
 """)
+        traced = min(40, steps - warmup)
+        if phases:
+            f.write(f"output: {{trace: true, trace_from_step: {warmup + 1}, trace_steps: {traced}}}\n")
     begin = time.perf_counter()
     subprocess.run(PREFIX + [BAGUA, "run", recipe, "--nproc-per-node", str(workers), "--set", f"output.dir={out}"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -138,7 +166,8 @@ checkpoint: {{resume: never, every_steps: 1000000}}
     records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     first = next(r for r in records if r.get("step") == warmup)
     last = [r for r in records if "time" in r][-1]
-    return wall, (last["step"] - first["step"]) * batch * workers / (last["time"] - first["time"])
+    ms = trace_phases(os.path.join(out, "trace", "rank-0.json"), traced) if phases else None
+    return wall, (last["step"] - first["step"]) * batch * workers / (last["time"] - first["time"]), ms
 
 
 # What train.allocator: tuned does inside bagua's workers, as glibc's
@@ -163,7 +192,36 @@ def run_ddp(model, workers, steps, warmup, batch, malloc=None, gpt=False, old=Fa
     wall = time.perf_counter() - begin
     if any(p.returncode for p in procs):
         raise RuntimeError("a DDP worker failed")
-    return wall, json.loads(outs[0].strip().splitlines()[-1])["samples_per_s"]
+    result = json.loads(outs[0].strip().splitlines()[-1])
+    ms = dict(result["phase_ms"], step=result["step_ms"])
+    return wall, result["samples_per_s"], ms
+
+
+# Each row: (label, bagua's trace span, DDP's phase). None: no counterpart.
+ANATOMY = [("step", "step", "step"), ("stop vote (bagua's)", "control: stop vote", None),
+           ("data", "data", "data"), ("zero_grad", None, "zero_grad"), ("forward", "forward", "forward"),
+           ("backward", "backward", "backward"), ("  of it waiting for communication", "wait for communication", None),
+           ("optimizer", "optimizer", "optimizer"), ("metrics (bagua's)", "metrics", None)]
+
+
+def print_anatomy(anatomy, baguas, ddps):
+    """The table of --phases: ms per step, median over the rounds."""
+    med = lambda n, key: statistics.median(r.get(key, 0.0) for r in anatomy[n]) if key and anatomy[n] else None
+    cols = baguas + ddps
+    print("\nanatomy of a step, ms (rank 0, median over the rounds)")
+    print(f"{'phase':<34}" + "".join(f"{c[:22]:>24}" for c in cols))
+    rows = ANATOMY + [("other", None, None)]
+    for label, bkey, dkey in rows:
+        cells = []
+        for c in cols:
+            if label == "other":
+                named = [k for _, k, _ in ANATOMY[1:] if k and k != "wait for communication"] if c in baguas \
+                    else [k for _, _, k in ANATOMY[1:] if k]
+                v = med(c, "step") - sum(med(c, k) for k in named) if anatomy[c] else None
+            else:
+                v = med(c, bkey if c in baguas else dkey)
+            cells.append(f"{v:>24.1f}" if v is not None else f"{'-':>24}")
+        print(f"{label:<34}" + "".join(cells))
 
 
 def main():
@@ -182,6 +240,7 @@ def main():
                     help="also run DDP with bagua's malloc policy set through glibc's environment variables")
     ap.add_argument("--ddp-old", action="store_true",
                     help="also run DDP as torch 1.13 configures it by default (zero_grad() in place, no bucket view)")
+    ap.add_argument("--phases", action="store_true", help="also print each phase of a step, bagua against DDP")
     ap.add_argument("--link", metavar="RATE", help="limit the loopback to RATE (tc rate, e.g. 1gbit); needs root")
     args = ap.parse_args()
     gpt = args.model == "gpt"
@@ -203,7 +262,8 @@ def main():
         PREFIX.extend(["ip", "netns", "exec", limit_loopback(args.link)])
     w = args.workers
     warm = min(args.warmup, args.short - 1)
-    runners = [(a, lambda s, a=a: run_bagua(tmp, model, w, s, warm, args.batch, a, gpt)) for a in algorithms]
+    runners = [(a, lambda s, a=a: run_bagua(tmp, model, w, s, warm, args.batch, a, gpt,
+                                            phases=args.phases and s == args.steps)) for a in algorithms]
     runners.append(("DDP", lambda s: run_ddp(model, w, s, warm, args.batch, None, gpt)))
     if args.ddp_malloc:
         runners.append(("DDP, tuned malloc", lambda s: run_ddp(model, w, s, warm, args.batch, TUNED_MALLOC, gpt)))
@@ -219,10 +279,13 @@ def main():
         params = sum(p.numel() for p in torch.jit.load(model).parameters())
         whole = {n: [] for n in names}
         loop = {n: [] for n in names}
+        anatomy = {n: [] for n in names}  # per round: {phase: ms per step}
         for rnd in range(args.rounds):
             for name, fn in runners:
-                long_wall, in_loop = fn(args.steps)
-                short_wall, _ = fn(args.short)
+                long_wall, in_loop, ms = fn(args.steps)
+                short_wall, _, _ = fn(args.short)
+                if ms:
+                    anatomy[name].append(ms)
                 per_step = (long_wall - short_wall) / (args.steps - args.short)
                 whole[name].append(args.batch * w / per_step)
                 loop[name].append(in_loop)
@@ -244,6 +307,8 @@ def main():
             step = args.batch * w / statistics.median(data[n])
             print(f"{n:<28} {cell(data[n]):>18} {step:>8.3f} {rcell(rd):>18} {rcell(rg):>22}")
     print("(median over the rounds, range in brackets; ratios are the median of the per-round ratios of samples/s)")
+    if args.phases:
+        print_anatomy(anatomy, [n for n in names if not n.startswith("DDP")], [n for n in names if n.startswith("DDP")])
     return 0
 
 
