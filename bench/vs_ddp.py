@@ -11,7 +11,9 @@ beside the same DDP baseline; --ddp-malloc adds DDP with bagua's malloc
 policy (train.allocator: tuned) as environment variables; --ddp-old adds,
 as a row labelled so, DDP as torch 1.13 configures it by default
 (zero_grad() zeroing in place, no gradient_as_bucket_view), the baseline
-of the figures before 2026-11-27.
+of the figures before 2026-11-27. --bagua-set KEY=VALUE (repeatable)
+passes a recipe override to every bagua run (e.g.
+algorithm.bucket_size=2097152).
 
 Both train the same TorchScript MLP 784-H-H-10 (H = --hidden, 1024 by
 default: 1.9 M parameters; 4096 gives 20 M) on Fashion-MNIST with
@@ -70,6 +72,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAGUA = os.path.join(ROOT, "build", "cli", "bagua")
 FMNIST = "/usr/share/datasets/fashion-mnist/"
 PREFIX = []  # ["ip", "netns", "exec", NS] under --link
+BAGUA_SETS = []  # --bagua-set KEY=VALUE, passed to bagua run as --set
 
 
 SYNCHRONOUS = ["gradient_allreduce", "bytegrad", "decentralized", "low_precision_decentralized", "qadam"]
@@ -159,7 +162,8 @@ checkpoint: {{resume: never, every_steps: 1000000}}
         if phases:
             f.write(f"output: {{trace: true, trace_from_step: {warmup + 1}, trace_steps: {traced}}}\n")
     begin = time.perf_counter()
-    subprocess.run(PREFIX + [BAGUA, "run", recipe, "--nproc-per-node", str(workers), "--set", f"output.dir={out}"],
+    sets = [a for kv in BAGUA_SETS for a in ("--set", kv)]
+    subprocess.run(PREFIX + [BAGUA, "run", recipe, "--nproc-per-node", str(workers), "--set", f"output.dir={out}"] + sets,
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env=dict(os.environ, OMP_NUM_THREADS="1"))
     wall = time.perf_counter() - begin
@@ -240,10 +244,13 @@ def main():
                     help="also run DDP with bagua's malloc policy set through glibc's environment variables")
     ap.add_argument("--ddp-old", action="store_true",
                     help="also run DDP as torch 1.13 configures it by default (zero_grad() in place, no bucket view)")
+    ap.add_argument("--bagua-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a recipe override for every bagua run (bagua run --set), e.g. algorithm.bucket_size=4194304")
     ap.add_argument("--phases", action="store_true", help="also print each phase of a step, bagua against DDP")
     ap.add_argument("--link", metavar="RATE", help="limit the loopback to RATE (tc rate, e.g. 1gbit); needs root")
     args = ap.parse_args()
     gpt = args.model == "gpt"
+    BAGUA_SETS.extend(args.bagua_set)
     if args.batch is None:
         args.batch = 16 if gpt else 64
     if gpt and not os.path.exists(CORPUS):
