@@ -12,6 +12,7 @@
 #include "comm/c10d_compat.h"
 #include "launch/elastic_rendezvous.h"
 #include "launch/node_rendezvous.h"
+#include "train/checkpoint_files.h"
 
 #include <signal.h>
 
@@ -62,9 +63,22 @@ std::unique_ptr<RedisServer> prepare_cache(const Recipe& recipe, const std::stri
   return server;
 }
 
+// Whether a complete checkpoint in OUTPUT/checkpoints was written since `since`.
+bool checkpoint_written_since(const Recipe& recipe, fs::file_time_type since) {
+  std::error_code ec;
+  for (const auto& [step, dir] : train::complete_checkpoints((fs::path(recipe.output.dir) / "checkpoints").string())) {
+    const auto when = fs::last_write_time(dir / "meta.json", ec);
+    if (!ec && when >= since) return true;
+  }
+  return false;
+}
+
 // What the agent says when its workers stopped at a step together (a
-// signal here, or a stop that reached them from elsewhere).
-void say_stopped(const Say& say, const LaunchResult& result, const AttemptDecision& decision, int grace_s) {
+// signal here, or a stop that reached them from elsewhere). `wrote`: the
+// stop's checkpoint is there (false when the workers were stopped before
+// training began, during their start-up, so there is nothing new).
+void say_stopped(const Say& say, const LaunchResult& result, const AttemptDecision& decision, int grace_s,
+                 bool wrote) {
   // Workers killed after the grace never wrote the checkpoint of the stop.
   const bool killed = std::any_of(result.workers.begin(), result.workers.end(), [](const WorkerExit& w) {
     return w.signaled && w.status == SIGKILL;
@@ -74,6 +88,9 @@ void say_stopped(const Say& say, const LaunchResult& result, const AttemptDecisi
     say(what + ": the workers did not reach a step boundary within distributed.stop_grace_s (" +
         std::to_string(grace_s) + " s) and were killed; run the same command to resume from the "
         "newest checkpoint before (exit " + std::to_string(decision.exit_code) + ")");
+  } else if (!wrote) {
+    say(what + " before the workers wrote a checkpoint (they had not begun training); run the same command to "
+        "start again" + std::string(" (exit ") + std::to_string(decision.exit_code) + ")");
   } else {
     say(what + "; run the same command to resume from the checkpoint just written (exit " +
         std::to_string(decision.exit_code) + ")");
@@ -141,6 +158,7 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
       say_round(say, m, d.nproc_per_node,
                 resume_added || (m.round > 0 && recipe.checkpoint.resume == "auto"));
     }
+    const auto attempt_began = fs::file_time_type::clock::now();
     const LaunchResult result = LocalSupervisor(opts).run();
     const AttemptDecision attempt = decide_after_attempt(result, failures, d.max_restarts);
     MembershipNews news;
@@ -154,7 +172,10 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
         return decision.exit_code;
       case Reason::kInterrupted:  // an elastic job's other nodes go on without this one
       case Reason::kStoppedByAgreement:
-        say_stopped(say, result, decision, d.stop_grace_s);
+        // Rank 0 writes the checkpoints: another node's output directory
+        // may not show them, so only node 0 looks.
+        say_stopped(say, result, decision, d.stop_grace_s,
+                    m.node_rank != 0 || checkpoint_written_since(recipe, attempt_began));
         return decision.exit_code;
       case Reason::kWouldFailAgain:
         say(result.summary());
