@@ -32,8 +32,9 @@ class ElasticRounds : public ::testing::Test {
   // One agent: its own client of the store.
   std::unique_ptr<ElasticRendezvous> agent(const std::string& name, int min, int max, int nproc = 2,
                                            std::chrono::milliseconds last_call = 1500ms,
-                                           std::chrono::milliseconds timeout = 20s) {
+                                           std::chrono::milliseconds timeout = 20s, const std::string& id = "") {
     ElasticOptions o;
+    o.node_id = id;
     o.min_nodes = min;
     o.max_nodes = max;
     o.last_call = last_call;
@@ -167,6 +168,33 @@ TEST_F(ElasticRounds, BelowMinTimesOutNamingTheNodesMismatchedWorkersAndEndedJob
     EXPECT_TRUE(e.succeeded);
     EXPECT_NE(std::string(e.what()).find("the job has ended (finished in round 1)"), std::string::npos) << e.what();
   }
+}
+
+// Agents that share a host name are told apart by their node ids: both
+// train in round 0 (named alike, ids distinct), and a third of that name
+// waiting in round 1 is a newcomer, not a member coming back.
+TEST_F(ElasticRounds, AgentsSharingAHostNameAreDistinctNodes) {
+  std::vector<std::unique_ptr<ElasticRendezvous>> agents;
+  for (int i = 0; i < 3; ++i) agents.push_back(agent("shared", 2, 3, 2, 300ms, 20s, "shared#" + std::to_string(i)));
+  auto a = std::async(std::launch::async, [&] { return agents[0]->join(0, false); });
+  auto b = std::async(std::launch::async, [&] { return agents[1]->join(0, false); });
+  const RoundMembership m = a.get();
+  b.get();
+  EXPECT_EQ(m.nnodes, 2);
+  EXPECT_EQ(m.nodes, (std::vector<std::string>{"shared", "shared"}));
+  EXPECT_EQ(std::set<std::string>(m.ids.begin(), m.ids.end()), (std::set<std::string>{"shared#0", "shared#1"}));
+  auto late = std::async(std::launch::async, [&] { return agents[2]->join(0, false); });
+  std::vector<std::string> newcomers;
+  for (int i = 0; i < 200 && newcomers.empty(); ++i) {
+    newcomers = agents[0]->newcomers_after(m);
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(newcomers, std::vector<std::string>{"shared"});
+  auto back0 = std::async(std::launch::async, [&] { return agents[0]->join(1, true); });
+  auto back1 = std::async(std::launch::async, [&] { return agents[1]->join(1, true); });
+  EXPECT_EQ(late.get().nnodes, 3);
+  back0.get();
+  back1.get();
 }
 
 }  // namespace

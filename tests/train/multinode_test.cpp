@@ -528,7 +528,9 @@ class ElasticExample {
       return std::make_unique<Node>(pods_.name(pod), line, output, env, 0, manifest_pod_name(pod));
     }
     return std::make_unique<Node>(pods_.name(pod), command_, output, env_, 0,
-                                  engine_ == Engine::kTorchrunPods ? pod_name(pod) : NamespaceNodes::host_name(pod));
+                                  engine_ == Engine::kTorchrunPods ? pod_name(pod)
+                                  : one_host_name_.empty()         ? NamespaceNodes::host_name(pod)
+                                                                   : one_host_name_);
   }
   // `bagua store` on the fourth machine (the manifest's store pod's command).
   std::unique_ptr<Node> start_store() {
@@ -572,6 +574,9 @@ class ElasticExample {
   }
   // Adds `args` to every node's command line (bagua's own agents).
   void add_to_command(const std::string& args) { command_ += args; }
+  // Every machine started after this has the host name `name` (bagua's own
+  // agents): containers on the host's network, two slurmd on one machine.
+  void name_every_machine(const std::string& name) { one_host_name_ = name; }
   void kill(int pod) { pods_.kill_node(pod); }
   fs::path out() const { return dir_ / "elastic"; }
   fs::path samples() const { return dir_ / "samples.txt"; }
@@ -631,6 +636,7 @@ class ElasticExample {
   Engine engine_;
   fs::path recipe_;
   std::string command_, env_;
+  std::string one_host_name_;
   int started_ = 0;
 };
 
@@ -780,6 +786,32 @@ TEST_F(MultiNodeTest, AJoinerWithResumeNeverContinuesTheJobFromItsNewestCheckpoi
   for (const auto& e : fs::directory_iterator(job.out())) {
     EXPECT_EQ(e.path().filename().string().rfind("checkpoints-before-", 0), std::string::npos)
         << "the job's checkpoints were moved aside: " << e.path();
+  }
+  job.expect_every_sample_at_most_twice_in_the_padding(all);
+}
+
+// Three machines with one host name (containers on the host's network,
+// two slurmd on one machine; issue 43, item 8): once they collided on the
+// output directory's lock (one exited 2) and were one node to the
+// membership. Each agent is its host name and a random suffix: the two
+// first train, the third joins, and the job grows to 6 workers as with
+// distinct names, every agent holding a lock slot of its own.
+TEST_F(MultiNodeTest, ThreeMachinesSharingAHostNameAreThreeNodes) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  job.name_every_machine("shared");
+  const ElasticExample::Grown grown = job.grow_by_one_at(20);
+  const std::string& all = grown.all;
+  ASSERT_EQ(grown.codes, std::vector<int>({0, 0, 0})) << all;
+  EXPECT_NE(all.find("round 0: 2 nodes x 2 workers = 4 workers (nodes 0 shared#"), std::string::npos) << all;
+  EXPECT_NE(all.find("round 0 stopped: shared is waiting in round 1"), std::string::npos) << all;
+  EXPECT_NE(all.find("round 1: 3 nodes x 2 workers = 6 workers"), std::string::npos) << all;
+  EXPECT_NE(all.find("resized: 4 workers -> 6"), std::string::npos) << all;
+  EXPECT_EQ(all.find("done again"), std::string::npos) << "nothing rolled back\n" << all;
+  for (const std::string lock : {".bagua-run-host-shared.lock", ".bagua-run-host-shared.2.lock",
+                                 ".bagua-run-host-shared.3.lock"}) {
+    EXPECT_TRUE(fs::exists(job.out() / lock)) << lock;
   }
   job.expect_every_sample_at_most_twice_in_the_padding(all);
 }

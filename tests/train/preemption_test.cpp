@@ -117,4 +117,55 @@ TEST_F(RunTest, ATorchrunWorkerGivenSigusr1StopsItsPeersAtOneStepAndExits75) {
   EXPECT_NE(resumed.output.find("resized: 2 workers -> 1"), std::string::npos) << resumed.output;
 }
 
+// Waits (at most 30 s) until `out` says the agent holds at `point`.
+bool held_at(const fs::path& out, const std::string& point) {
+  for (int i = 0; i < 300; ++i) {
+    if (read_file(out).find("test hold at " + point) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The agent holds one relay for its whole life (issue 43, item 3). A
+// scheduler's notice while it checks the recipe's data and model, before
+// any worker: once it killed bagua with 143 and no word; now the run says
+// so and exits 75 (Ctrl-C: 130), with no worker started.
+TEST_F(RunTest, ANoticeBeforeAnyWorkerStartedEndsTheRunWithItsExitCode) {
+  for (const auto& [sig, code] : {std::pair{SIGTERM, 75}, std::pair{SIGINT, 130}}) {
+    const std::string name = "early-" + std::to_string(sig);
+    const fs::path out = dir_ / (name + ".out");
+    const pid_t pid = start_run_with_env("BAGUA_TEST_HOLD=preflight:3", write_recipe(name), out);
+    ASSERT_TRUE(held_at(out, "preflight")) << read_file(out);
+    kill(pid, sig);
+    EXPECT_EQ(exit_status_of(pid), code) << read_file(out);
+    EXPECT_NE(read_file(out).find("by " + bagua::signal_name(sig) + " before any worker started (nothing trained)"),
+              std::string::npos)
+        << read_file(out);
+    EXPECT_FALSE(fs::exists(dir_ / name / "logs" / "rank-0.log")) << "no worker started";
+  }
+}
+
+// A notice that comes after the elastic join's last look for one, before
+// the round's workers start, once fell with the join's own relay: the
+// node trained the whole round through SIGTERM (and a Kubernetes eviction
+// then ended in SIGKILL). Now it stops the workers as they start: exit 75,
+// long before max_steps.
+TEST_F(RunTest, ANoticeAtTheEndOfAnElasticJoinIsActedOn) {
+  const fs::path out = dir_ / "join.out";
+  const std::string port = std::to_string(bagua::find_free_port());
+  const pid_t pid = start_run_with_env(
+      "BAGUA_TEST_HOLD=after-join:2",
+      write_recipe("join") + " --nnodes 1:2 --master-port " + port +
+          " --set distributed.rdzv_last_call_s=1 --set train.max_steps=2000 --set train.epochs=10",
+      out);
+  ASSERT_TRUE(held_at(out, "after-join")) << read_file(out);
+  kill(pid, SIGTERM);
+  const int code = exit_status_of(pid);
+  const std::string text = read_file(out);
+  EXPECT_EQ(code, 75) << text;
+  EXPECT_NE(text.find("round 0: 1 node x 2 workers"), std::string::npos) << text;
+  EXPECT_NE(text.find("preempted"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(dir_ / "join" / "model.pt")) << "the round was not trained to its end\n" << text;
+}
+
 }  // namespace

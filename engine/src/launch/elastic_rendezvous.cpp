@@ -76,7 +76,9 @@ void ElasticRendezvous::check_workers_per_node() {
 
 RoundMembership ElasticRendezvous::join(int from, bool returning) {
   const auto& o = options_;
-  const nlohmann::json me = {{"name", o.node_name}, {"nproc_per_node", o.nproc_per_node}};
+  const nlohmann::json me = {{"name", o.node_name},
+                             {"id", o.node_id.empty() ? o.node_name : o.node_id},
+                             {"nproc_per_node", o.nproc_per_node}};
   check_workers_per_node();
   for (int round = from;; ++round, returning = false) {
     check_ended();
@@ -108,6 +110,7 @@ RoundMembership ElasticRendezvous::join(int from, bool returning) {
           store_->wait({k}, o.timeout);
           const auto node = nlohmann::json::parse(*value(k));
           m.nodes.push_back(node.value("name", "?"));
+          m.ids.push_back(node.value("id", m.nodes.back()));
           if (node.value("nproc_per_node", 0) != o.nproc_per_node) {
             other_sizes.push_back(m.nodes.back() + " runs " + std::to_string(node.value("nproc_per_node", 0)));
           }
@@ -191,8 +194,9 @@ std::vector<std::string> ElasticRendezvous::newcomers_after(const RoundMembershi
     for (int64_t i = 0; i < arrived; ++i) {
       auto node = value(key(m.round + 1, "node-" + std::to_string(i)));
       if (!node) continue;
-      const std::string name = nlohmann::json::parse(*node).value("name", "");
-      if (std::find(m.nodes.begin(), m.nodes.end(), name) == m.nodes.end()) found.push_back(name);
+      const auto j = nlohmann::json::parse(*node);
+      const std::string name = j.value("name", ""), id = j.value("id", name);
+      if (std::find(m.ids.begin(), m.ids.end(), id) == m.ids.end()) found.push_back(name);
     }
   } catch (const std::exception&) {
   }

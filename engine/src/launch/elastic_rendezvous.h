@@ -37,6 +37,10 @@ struct ElasticOptions {
   std::chrono::milliseconds last_call{10000};
   std::chrono::milliseconds timeout{300000};  // below MIN nodes
   std::string node_name;                      // this node, in messages (its host name)
+  // This node in the membership: unique per agent (its host name and a
+  // random suffix), so agents that share a host name (containers on the
+  // host's network, two slurmd on one machine) are told apart. Empty: the name.
+  std::string node_id;
   int nproc_per_node = 1;                     // every node of a round must run as many workers
   std::chrono::milliseconds poll{200};
   // Asked at every poll while joining: a signal number (SIGINT, SIGTERM,
@@ -49,7 +53,8 @@ struct RoundMembership {
   int round = 0;
   int node_rank = 0;
   int nnodes = 0;
-  std::vector<std::string> nodes;  // node names by node rank
+  std::vector<std::string> nodes;  // node names by node rank (host names; may repeat)
+  std::vector<std::string> ids;    // node ids by node rank (unique)
 };
 
 // The job ended (another agent said so) while this node waited to join.
@@ -85,7 +90,7 @@ class ElasticRendezvous {
   std::optional<std::string> waiting_after(int round);
 
   // The nodes waiting in the round after m's that were not in m's (by
-  // name): a join, rather than a member coming back after a failure.
+  // node id; their names returned): a join, rather than a member coming back after a failure.
   // Never throws (nothing, when the store does not answer).
   std::vector<std::string> newcomers_after(const RoundMembership& m);
 

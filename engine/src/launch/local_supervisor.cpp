@@ -114,12 +114,14 @@ class SupervisedRun {
   }
 
   LaunchResult execute() {
-    // Before the signal relay: a Ctrl-C while the master's name does not
-    // resolve yet simply ends us (no worker exists).
+    // Outside the run agent, before the signal relay: a Ctrl-C while the
+    // master's name does not resolve yet simply ends us (no worker exists).
     choose_gloo_interface();
-    // Installed before the first fork: a Ctrl-C while starting must not kill
-    // us and orphan the workers already running.
-    launch::SignalRelay relay;
+    // In force before the first fork: a Ctrl-C while starting must not kill
+    // us and orphan the workers already running. The run agent's own, when
+    // there is one: a signal that came since its rendezvous is still there,
+    // and stops these workers as soon as they are started.
+    launch::RelayInScope relay;
     UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null.valid()) throw Error(std::string("launch: cannot open /dev/null: ") + std::strerror(errno));
     std::map<std::string, std::string> env = base_environment();
@@ -133,7 +135,7 @@ class SupervisedRun {
     for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
       start(local_rank, env, dev_null.get());
     }
-    supervise(relay);
+    supervise(*relay);
     return result();
   }
 

@@ -3,6 +3,7 @@
 #include "launch/progress_monitor.h"
 
 #include "launch/signal_relay.h"
+#include "launch/test_hold.h"
 
 #include <bagua/exit_codes.h>
 
@@ -32,8 +33,9 @@ class FixedRendezvous : public NodeRendezvous {
 
 class ElasticNodeRendezvous : public NodeRendezvous {
  public:
-  ElasticNodeRendezvous(const DistributedSpec& d, int master_port, const std::string& node_name, Say say)
-      : d_(d), master_port_(master_port), node_name_(node_name), say_(std::move(say)) {}
+  ElasticNodeRendezvous(const DistributedSpec& d, int master_port, const std::string& node_name,
+                        const std::string& node_id, Say say)
+      : d_(d), master_port_(master_port), node_name_(node_name), node_id_(node_id), say_(std::move(say)) {}
   bool elastic() const override { return true; }
 
   Next next_round(int from, bool returning) override {
@@ -41,15 +43,20 @@ class ElasticNodeRendezvous : public NodeRendezvous {
       if (auto exit_code = connect()) return {std::nullopt, *exit_code};
     }
     try {
-      // While joining a signal for this node ends its part: caught by a
-      // relay of its own, since LocalSupervisor's exists only while workers run.
-      SignalRelay relay;
-      relay_now_ = &relay;
+      // While joining, a signal for this node ends its part. The relay is
+      // the run agent's, in force for its whole life: a signal that comes
+      // after join()'s last look stays in it, and stops the round's workers
+      // as soon as they start (it was once a relay of the join's own, and
+      // such a signal was lost with it: the node trained on through SIGTERM).
+      RelayInScope relay;
+      relay_now_ = &*relay;
       struct Forget {
         SignalRelay*& p;
         ~Forget() { p = nullptr; }
       } forget{relay_now_};
-      return {rendezvous_->join(from, returning), kExitOk};
+      RoundMembership m = rendezvous_->join(from, returning);
+      hold_for_test("after-join");
+      return {m, kExitOk};
     } catch (const JoinInterrupted& e) {
       const int code = e.signal == SIGINT ? kExitInterrupted : kExitPreempted;
       say_(std::string(e.what()) + "; this node leaves the job (exit " + std::to_string(code) + ")");
@@ -100,21 +107,16 @@ class ElasticNodeRendezvous : public NodeRendezvous {
     eo.last_call = std::chrono::seconds(d_.rdzv_last_call_s);
     eo.timeout = std::chrono::seconds(d_.timeout_s);
     eo.node_name = node_name_;
+    eo.node_id = node_id_;
     eo.nproc_per_node = d_.nproc_per_node;
-    eo.interrupted = [this]() {
-      if (relay_now_ == nullptr) return 0;
-      for (int sig : relay_now_->drain()) {
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1) return sig;
-      }
-      return 0;
-    };
+    eo.interrupted = [this]() { return relay_now_ == nullptr ? 0 : relay_now_->take_stop(); };
     rendezvous_ = std::make_unique<ElasticRendezvous>(store, eo, say_);
     return std::nullopt;
   }
 
   const DistributedSpec& d_;
   int master_port_;
-  std::string node_name_;
+  std::string node_name_, node_id_;
   Say say_;
   std::unique_ptr<ElasticRendezvous> rendezvous_;
   SignalRelay* relay_now_ = nullptr;  // while joining
@@ -123,9 +125,12 @@ class ElasticNodeRendezvous : public NodeRendezvous {
 }  // namespace
 
 std::unique_ptr<NodeRendezvous> make_node_rendezvous(const Recipe& recipe, int master_port,
-                                                     const std::string& node_name, Say say) {
+                                                     const std::string& node_name, const std::string& node_id,
+                                                     Say say) {
   const DistributedSpec& d = recipe.distributed;
-  if (d.elastic()) return std::make_unique<ElasticNodeRendezvous>(d, master_port, node_name, std::move(say));
+  if (d.elastic()) {
+    return std::make_unique<ElasticNodeRendezvous>(d, master_port, node_name, node_id, std::move(say));
+  }
   return std::make_unique<FixedRendezvous>(d);
 }
 

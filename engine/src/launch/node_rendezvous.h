@@ -52,8 +52,11 @@ class NodeRendezvous {
   virtual void end(bool succeeded, const std::string& how) = 0;
 };
 
-// recipe.distributed decides which; `master_port` is the store's port.
+// recipe.distributed decides which; `master_port` is the store's port;
+// `node_name` this node in messages (its host name), `node_id` in the
+// membership (unique per agent).
 std::unique_ptr<NodeRendezvous> make_node_rendezvous(const Recipe& recipe, int master_port,
-                                                     const std::string& node_name, Say say);
+                                                     const std::string& node_name, const std::string& node_id,
+                                                     Say say);
 
 }  // namespace bagua::launch

@@ -12,6 +12,8 @@
 #include "comm/c10d_compat.h"
 #include "launch/elastic_rendezvous.h"
 #include "launch/node_rendezvous.h"
+#include "launch/signal_relay.h"
+#include "launch/test_hold.h"
 #include "train/checkpoint_files.h"
 
 #include <signal.h>
@@ -121,8 +123,12 @@ struct RunHolds {
 
 // The round line of an elastic job: who trains, and this node's rank.
 void say_round(const Say& say, const launch::RoundMembership& m, int nproc_per_node, bool resuming) {
+  // By host name; by node id where names repeat (agents sharing a host).
   std::string nodes;
-  for (size_t i = 0; i < m.nodes.size(); ++i) nodes += (i ? ", " : "") + std::to_string(i) + " " + m.nodes[i];
+  for (size_t i = 0; i < m.nodes.size(); ++i) {
+    const bool repeated = std::count(m.nodes.begin(), m.nodes.end(), m.nodes[i]) > 1 && i < m.ids.size();
+    nodes += (i ? ", " : "") + std::to_string(i) + " " + (repeated ? m.ids[i] : m.nodes[i]);
+  }
   say("round " + std::to_string(m.round) + ": " + plural(m.nnodes, "node") + " x " +
       plural(nproc_per_node, "worker") + " = " + plural(m.nnodes * nproc_per_node, "worker") + " (nodes " + nodes +
       "); this node is node " + std::to_string(m.node_rank) +
@@ -275,19 +281,39 @@ int serve_elastic_store(int port, const Say& say) {
 int run_agent(const Recipe& recipe, RunAgentOptions options) {
   if (!options.say) options.say = [](const std::string& line) { std::cerr << "bagua run: " << line << "\n"; };
   const auto& say = options.say;
+  // The agent's one signal relay, in force until it returns (declared
+  // first, so released last): no signal falls between the checks, the
+  // rendezvous and the workers. Before any worker starts, a signal ends
+  // the run at the next step below with its documented exit code (SIGTERM
+  // killed it with 143 before, silently).
+  launch::SignalRelay relay;
+  auto stopped = [&]() -> std::optional<int> {
+    const int sig = relay.take_stop();
+    if (sig == 0) return std::nullopt;
+    const int code = sig == SIGINT ? kExitInterrupted : kExitPreempted;
+    say(std::string(sig == SIGINT ? "interrupted" : "preempted") + " by " + signal_name(sig) +
+        " before any worker started (nothing trained); run the same command to start (exit " +
+        std::to_string(code) + ")");
+    return code;
+  };
+  launch::hold_for_test("preflight");
+  if (auto code = stopped()) return *code;
   RunHolds holds;
   check_supported(recipe);
   // Bad data fails here, before any worker starts; IDX images inflated for
   // the check stay in memory the workers share (one copy per node).
   check_data(recipe, &holds.shared_data);
+  if (auto code = stopped()) return *code;
   // A model that is not TorchScript, or that cannot take this data or give
   // this loss its output, fails here in one line (its traceback in the logs).
   check_model(recipe, (fs::path(recipe.output.dir) / "logs" / "preflight.log").string());
+  if (auto code = stopped()) return *code;
   const auto& d = recipe.distributed;
   const std::string node_name = host_name();
-  // An elastic job's nodes are named by host (their ranks change from
-  // round to round); a fixed job's by node rank.
-  const std::string node = d.elastic() ? "host-" + node_name : "node-" + std::to_string(d.node_rank);
+  // In an elastic job's membership this agent is its host name and a
+  // random suffix: agents that share a host name (containers on the host's
+  // network, two slurmd on one machine) are distinct nodes.
+  const std::string node_id = node_name + "#" + random_secret().substr(0, 6);
   // Rank 0 records the SHA-256 of the model and data files (provenance.json)
   // while its peers wait on it; hashed here first, a large data set costs
   // the workers nothing (the digests are cached), and no peer times out.
@@ -306,7 +332,19 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
       return kExitOk;
     }
   }
-  if (auto busy = holds.lock.acquire(recipe.output.dir, node)) {
+  if (auto code = stopped()) return *code;
+  // The output directory's lock of this node: a fixed job's by node rank;
+  // an elastic job's by host (its ranks change from round to round), the
+  // first free of nnodes_max slots, as agents of one job may share a host name.
+  std::string node;
+  std::optional<std::string> busy;
+  for (int slot = 1; slot == 1 || (busy && slot <= d.nnodes_max); ++slot) {
+    node = !d.elastic() ? "node-" + std::to_string(d.node_rank)
+                        : "host-" + node_name + (slot == 1 ? "" : "." + std::to_string(slot));
+    busy = holds.lock.acquire(recipe.output.dir, node);
+    if (!d.elastic()) break;
+  }
+  if (busy) {
     say(*busy);
     return kExitInvalidInput;
   }
@@ -361,8 +399,9 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   // peer that lost its connection to it exits first.
   opts.cause_statuses = {kExitInvalidInput, kExitDiverged};
   opts.extra_env["BAGUA_PROGRESS"] = options.progress_tty ? "tty" : "plain";
+  if (auto code = stopped()) return *code;
   const std::unique_ptr<launch::NodeRendezvous> rendezvous =
-      launch::make_node_rendezvous(recipe, opts.master_port, node_name, say);
+      launch::make_node_rendezvous(recipe, opts.master_port, node_name, node_id, say);
   return run_rounds(recipe, opts, *rendezvous, say);
 }
 

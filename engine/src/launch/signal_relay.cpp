@@ -18,6 +18,7 @@ constexpr int kRelayedCount = sizeof(kRelayedSignals) / sizeof(kRelayedSignals[0
 
 // The write end of the active relay's pipe; -1 when none is active.
 std::atomic<int> g_write_fd{-1};
+std::atomic<SignalRelay*> g_active{nullptr};
 struct sigaction g_previous[kRelayedCount];
 
 // Async-signal-safe: one write of one byte, errno preserved.
@@ -47,7 +48,7 @@ SignalRelay::SignalRelay() {
   if (!g_write_fd.compare_exchange_strong(expected, write_fd_)) {
     ::close(read_fd_);
     ::close(write_fd_);
-    throw Error("launch: another LocalSupervisor::run() is already active in this process");
+    throw Error("launch: another signal relay is already active in this process (a second LocalSupervisor::run()?)");
   }
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
@@ -66,10 +67,12 @@ SignalRelay::SignalRelay() {
     }
   }
   installed_ = true;
+  g_active.store(this);
 }
 
 SignalRelay::~SignalRelay() {
   if (installed_) {
+    g_active.store(nullptr);
     for (int i = 0; i < kRelayedCount; ++i) ::sigaction(kRelayedSignals[i], &g_previous[i], nullptr);
     g_write_fd.store(-1);
   }
@@ -91,5 +94,14 @@ std::vector<int> SignalRelay::drain() {
   }
   return signals;
 }
+
+int SignalRelay::take_stop() {
+  for (int sig : drain()) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGUSR1) return sig;
+  }
+  return 0;
+}
+
+SignalRelay* SignalRelay::active() { return g_active.load(); }
 
 }  // namespace bagua::launch
