@@ -197,4 +197,44 @@ TEST_F(ElasticRounds, AgentsSharingAHostNameAreDistinctNodes) {
   back1.get();
 }
 
+// A failed round is counted once for the job, however many nodes count it;
+// a node asking after it was counted still sees the restarts spent before it.
+TEST_F(ElasticRounds, AFailedRoundIsCountedOnceForTheJob) {
+  auto a = agent("a", 1, 2), b = agent("b", 1, 2);
+  EXPECT_EQ(a->failures(0), 0);
+  EXPECT_EQ(a->count_failure(0), 1);
+  EXPECT_EQ(b->failures(0), 0) << "round 0's own failure is not among those before it";
+  EXPECT_EQ(b->count_failure(0), 1) << "counted once";
+  EXPECT_EQ(b->failures(1), 1);
+  EXPECT_EQ(b->count_failure(1), 2);
+  EXPECT_EQ(a->failures(2), 2);
+}
+
+// Liveness: a watched node that beats is alive; one that never beats
+// lapses after the lapse, and one that left (its KeepAlive destroyed, as
+// on every way out of an agent) is lapsed at its peer's next look.
+TEST_F(ElasticRounds, AKeepAliveThatStopsOrLeavesLapses) {
+  using bagua::launch::KeepAlive;
+  auto connect = [this] { return bagua::comm::make_tcp_store("127.0.0.1", port_, false, 1, 5s); };
+  KeepAlive watcher(connect, "w#1", 100ms, 800ms);
+  auto beating = std::make_unique<KeepAlive>(connect, "b#1", 100ms, 800ms);
+  watcher.watch({"w#1", "b#1", "ghost#1"});
+  EXPECT_TRUE(watcher.lapsed().empty()) << "every watched node counts as alive when first watched";
+  const auto since = KeepAlive::Clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(watcher.settle(since), std::vector<std::string>{"ghost#1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_EQ(watcher.lapsed(), std::vector<std::string>{"ghost#1"}) << "the beating one is alive";
+  watcher.watch({"b#1"});
+  EXPECT_TRUE(watcher.lapsed().empty());
+  beating.reset();  // leaves
+  std::vector<std::string> gone;
+  for (int i = 0; i < 50 && gone.empty(); ++i) {
+    gone = watcher.lapsed();
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(gone, std::vector<std::string>{"b#1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s) << "a node that left is not waited out";
+}
+
 }  // namespace

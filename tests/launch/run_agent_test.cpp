@@ -162,7 +162,16 @@ TEST(MembershipPolicy, AnElasticJobsMembershipChangesStartTheNextRoundUncounted)
   EXPECT_EQ(round(failed(1), 0).reason, Reason::kNodeJoined);
   EXPECT_EQ(round(failed(1), 1).reason, Reason::kNodeJoined);
   EXPECT_EQ(round(failed(1), 1).action, Action::kRestart);
-  // Bad input fails again whoever joins; a success is a success.
+  // A failure as a node of the round was lost (it left, or its keep-alive
+  // lapsed): the survivors go on, even with every restart spent.
+  news.newcomers.clear();
+  news.lost = {"node-1"};
+  EXPECT_EQ(round(failed(1), 1).reason, Reason::kNodeLost);
+  EXPECT_EQ(round(failed(9, /*signaled=*/true), 0).action, Action::kRestart);
+  EXPECT_EQ(bagua::decide_after_round(failed(1), bagua::decide_after_attempt(failed(1), 0, 0), news).reason,
+            Reason::kNodeLost)
+      << "max_restarts: 0 too";
+  // Bad input fails again whoever joins or leaves; a success is a success.
   EXPECT_EQ(round(failed(bagua::kExitInvalidInput), 0).reason, Reason::kWouldFailAgain);
   bagua::LaunchResult ok;
   ok.ok = true;

@@ -699,15 +699,18 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
 
 // bagua run's own elastic agent (--nnodes 2:3) on three nodes, 2 workers
 // each: node 2 dies mid-epoch (every process in its namespace killed). The
-// other two find their workers failed, meet in round 1 (closed once the
-// last call passed with nobody new) and continue at world size 4 from the
-// newest checkpoint within the last call + 10 s; they finish, write
+// other two find their workers failed and node 2's keep-alive lapsed: a
+// lost node, not a failure of theirs, so distributed.max_restarts: 0 does
+// not end the job (issue 43, item 7). They meet in round 1 (closed once
+// the last call passed with nobody new) and continue at world size 4 from
+// the newest checkpoint within the last call + 10 s; they finish, write
 // model.pt, and over each epoch every training sample is trained on
 // exactly once (counted by index, the rolled-back steps dropped).
 TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourWorkers) {
   first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
   first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
   ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  job.add_to_command(" --set distributed.max_restarts=0");
   std::unique_ptr<Node> agents[3];
   for (int node = 0; node < 3; ++node) agents[node] = job.start(node);
   ASSERT_TRUE(job.wait_for_step(26)) << agents[0]->output();
@@ -727,6 +730,7 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourW
   EXPECT_NE(both.find("round 0: 3 nodes x 2 workers = 6 workers"), std::string::npos) << both;
   EXPECT_NE(both.find("round 1: 2 nodes x 2 workers = 4 workers"), std::string::npos) << both;
   EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;
+  EXPECT_NE(both.find("round 0 ended as node-2 was lost"), std::string::npos) << both;
   EXPECT_TRUE(fs::exists(job.out() / "model.pt")) << both;
   const auto changes = job.resizes();
   ASSERT_EQ(changes.size(), 1u);
@@ -788,6 +792,48 @@ TEST_F(MultiNodeTest, AJoinerWithResumeNeverContinuesTheJobFromItsNewestCheckpoi
         << "the job's checkpoints were moved aside: " << e.path();
   }
   job.expect_every_sample_at_most_twice_in_the_padding(all);
+}
+
+// Waits (at most 60 s) until `node`'s output holds `text`.
+bool said(Node& node, const std::string& text) {
+  for (int i = 0; i < 1200 && node.running(); ++i) {
+    if (node.output().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return node.output().find(text) != std::string::npos;
+}
+
+// A node counted in a round and then killed before it trained (issue 43,
+// item 2): once a member for ever, its peers' workers waited for its
+// workers out to timeout_s, and the failure was charged to max_restarts (0
+// here: the job ended). Its keep-alive lapses instead: the survivors stop
+// that round uncounted and train in the next, within the last call + 10 s.
+TEST_F(MultiNodeTest, ANodeKilledAfterItWasCountedIsDroppedWithNoRestartCharged) {
+  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
+  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
+  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  constexpr int kLastCall = 6;
+  job.add_to_command(" --set distributed.max_restarts=0 --set train.epochs=2 --set distributed.rdzv_last_call_s=" +
+                     std::to_string(kLastCall));
+  std::unique_ptr<Node> agents[3];
+  agents[0] = job.start(0);
+  ASSERT_TRUE(said(*agents[0], "this node arrived 1st")) << agents[0]->output();
+  agents[2] = job.start(2);
+  ASSERT_TRUE(said(*agents[2], "this node arrived 2nd")) << agents[2]->output();
+  job.kill(2);  // counted, and gone
+  agents[1] = job.start(1);
+  ASSERT_TRUE(said(*agents[0], "round 0: 3 nodes")) << agents[0]->output();
+  const auto round0 = Clock::now();
+  ASSERT_TRUE(said(*agents[0], "round 1: 2 nodes")) << agents[0]->output();
+  const auto resumed_after = Clock::now() - round0;
+  const int code0 = agents[0]->wait(std::chrono::seconds(240)), code1 = agents[1]->wait(std::chrono::seconds(60));
+  const std::string both = agents[0]->output() + "\n---- node 1:\n" + agents[1]->output();
+  EXPECT_EQ(code0, 0) << both;
+  EXPECT_EQ(code1, 0) << both;
+  EXPECT_LE(resumed_after, std::chrono::seconds(kLastCall + 10)) << both;
+  EXPECT_NE(both.find("round 0 stopped: node-2 has left or stopped answering"), std::string::npos) << both;
+  EXPECT_EQ(both.find("restarts)"), std::string::npos) << "no restart charged\n" << both;
+  EXPECT_TRUE(fs::exists(job.out() / "model.pt")) << both;
 }
 
 // Three machines with one host name (containers on the host's network,

@@ -126,6 +126,7 @@ struct AttemptDecision {
     kNodeWaiting,       // a node waits to join: the workers stopped at a step with a checkpoint
     kNodeJoined,        // the round failed as a node joined (its workers stopped before a step)
     kOtherNodeStopped,  // stopped by agreement at another node's request: it leaves, or one joins
+    kNodeLost,          // the round failed as a node of it left or stopped answering (its keep-alive lapsed)
   };
   Action action = Action::kFinish;
   Reason reason = Reason::kSucceeded;
@@ -144,12 +145,15 @@ struct MembershipNews {
   // Nodes waiting for the next round that were not in this one (asked of
   // the rendezvous when the round failed).
   std::vector<std::string> newcomers;
+  // Nodes of this round that left or stopped answering (their keep-alive
+  // lapsed; asked of the rendezvous when the round failed).
+  std::vector<std::string> lost;
 };
 
 // The membership policy over the failure policy's `attempt`: in an elastic
 // job a node waiting to join (LaunchResult::stopped_for), a failure as a
-// node joined, or a stop another node asked for start the next round; a
-// fixed-size job's decision is `attempt` unchanged.
+// node joined or as one was lost, or a stop another node asked for start
+// the next round; a fixed-size job's decision is `attempt` unchanged.
 AttemptDecision decide_after_round(const LaunchResult& result, const AttemptDecision& attempt,
                                    const MembershipNews& news);
 

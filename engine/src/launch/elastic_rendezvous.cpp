@@ -28,6 +28,12 @@ long whole_seconds(Clock::duration d) {
   return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
 
+std::string ordinal(int64_t n) {
+  const char* suffix = "th";
+  if (n % 100 < 11 || n % 100 > 13) suffix = n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return std::to_string(n) + suffix;
+}
+
 std::string list(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -91,6 +97,9 @@ RoundMembership ElasticRendezvous::join(int from, bool returning) {
     if (returning) counter(key(round, "returned"), 1);
     const int64_t place = counter(key(round, "arrived"), 1) - 1;
     store_->set(key(round, "node-" + std::to_string(place)), bytes(me.dump()));
+    say_("round " + std::to_string(round) + ": this node arrived " + ordinal(place + 1) + "; the round closes with " + std::to_string(o.max_nodes) + " nodes, or " +
+         std::to_string(whole_seconds(o.last_call)) + " s after the last arrival once " +
+         std::to_string(o.min_nodes) + " are here");
     const auto start = Clock::now();
     auto last_change = start;
     int64_t seen = -1;
@@ -203,10 +212,123 @@ std::vector<std::string> ElasticRendezvous::newcomers_after(const RoundMembershi
   return found;
 }
 
+int ElasticRendezvous::failures(int round) {
+  const int64_t all = counter(std::string(kPrefix) + "failures", 0);
+  return static_cast<int>(all - (counter(key(round, "failure-counted"), 0) > 0 ? 1 : 0));
+}
+
+int ElasticRendezvous::count_failure(int round) {
+  if (counter(key(round, "failure-counted"), 1) == 1) {
+    return static_cast<int>(counter(std::string(kPrefix) + "failures", 1));
+  }
+  return static_cast<int>(counter(std::string(kPrefix) + "failures", 0));
+}
+
 void ElasticRendezvous::end(bool succeeded, const std::string& how) {
   try {
     store_->set(std::string(kPrefix) + "ended", bytes((succeeded ? "+" : "-") + how));
   } catch (const std::exception&) {
+  }
+}
+
+KeepAlive::KeepAlive(std::function<comm::StorePtr()> connect, std::string id, std::chrono::milliseconds period,
+                     std::chrono::milliseconds lapse)
+    : connect_(std::move(connect)), id_(std::move(id)), period_(period), lapse_(lapse) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+KeepAlive::~KeepAlive() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void KeepAlive::loop() {
+  comm::StorePtr store;
+  const std::string alive = std::string(kPrefix) + "alive/", left = std::string(kPrefix) + "left/";
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    std::vector<std::string> ids;
+    for (const auto& [id, seen] : watched_) ids.push_back(id);
+    lock.unlock();
+    std::map<std::string, std::pair<int64_t, bool>> read;
+    try {
+      if (!store) store = connect_();
+      store->add(alive + id_, 1);
+      for (const auto& id : ids) read[id] = {store->add(alive + id, 0), store->check({left + id})};
+    } catch (const std::exception&) {
+      store.reset();  // reconnect at the next beat; the watched nodes' counts do not move meanwhile
+    }
+    lock.lock();
+    const auto now = Clock::now();
+    for (const auto& [id, value] : read) {
+      auto it = watched_.find(id);
+      if (it == watched_.end()) continue;
+      if (value.first != it->second.count) {
+        // The first read is the baseline: a count seen before is no sign of life.
+        if (it->second.count >= 0) it->second.changed = now;
+        it->second.count = value.first;
+      }
+      it->second.left = it->second.left || value.second;
+    }
+    wake_.notify_all();
+    wake_.wait_for(lock, period_, [this] { return stop_; });
+  }
+  lock.unlock();
+  // Every way out of the agent passes here: its peers need not wait out the lapse.
+  try {
+    if (!store) store = connect_();
+    store->set(left + id_, bytes("1"));
+  } catch (const std::exception&) {
+  }
+}
+
+void KeepAlive::watch(const std::vector<std::string>& ids) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, Seen> next;
+  const auto now = Clock::now();
+  for (const auto& id : ids) {
+    if (id == id_) continue;
+    auto it = watched_.find(id);
+    if (it != watched_.end()) {
+      next[id] = it->second;
+    } else {
+      next[id].changed = now;  // counted as alive when first watched
+    }
+  }
+  watched_ = std::move(next);
+}
+
+bool KeepAlive::lapsed_locked(const Seen& s, Clock::time_point now) const {
+  return s.left || now - s.changed >= lapse_;
+}
+
+std::vector<std::string> KeepAlive::lapsed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> out;
+  const auto now = Clock::now();
+  for (const auto& [id, seen] : watched_) {
+    if (lapsed_locked(seen, now)) out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<std::string> KeepAlive::settle(Clock::time_point since) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto deadline = Clock::now() + lapse_ + 2 * period_;
+  for (;;) {
+    const auto now = Clock::now();
+    std::vector<std::string> gone;
+    bool known = true;
+    for (const auto& [id, seen] : watched_) {
+      if (lapsed_locked(seen, now)) gone.push_back(id);
+      else if (seen.changed <= since) known = false;
+    }
+    if (known || now >= deadline) return gone;
+    wake_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
   }
 }
 

@@ -25,9 +25,13 @@
 #include <bagua/errors.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bagua::launch {
@@ -94,6 +98,15 @@ class ElasticRendezvous {
   // Never throws (nothing, when the store does not answer).
   std::vector<std::string> newcomers_after(const RoundMembership& m);
 
+  // The job's failed rounds so far (distributed.max_restarts is spent by
+  // them): one count in the store for every node, so a round is counted
+  // once however each node saw it end.
+  // `round`: not counting that round's own failure, if already counted.
+  int failures(int round);
+  // Counts round `round` as failed, once for the job however many nodes
+  // ask; returns the job's count after it.
+  int count_failure(int round);
+
   // Tells nodes still joining that the job is over (they exit with it).
   void end(bool succeeded, const std::string& how);
 
@@ -107,6 +120,57 @@ class ElasticRendezvous {
   comm::StorePtr store_;
   ElasticOptions options_;
   std::function<void(const std::string&)> say_;
+};
+
+// A node's liveness on the store (issue 43: a node that died after it was
+// counted stayed a member, and its peers waited out timeout_s).
+//
+// A thread of its own, on a store client of its own, adds 1 to
+// "bagua-elastic/alive/ID" every `period`, and reads the counters of the
+// nodes it is told to watch (a round's members): one whose counter has not
+// moved for `lapse`, or that wrote "bagua-elastic/left/ID" (every agent
+// does as it exits, whatever the way out), has lapsed. Seen from here: no
+// clock is compared across machines.
+class KeepAlive {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `connect`: a new client of the job's store (called on the thread, again
+  // after the store stopped answering).
+  KeepAlive(std::function<comm::StorePtr()> connect, std::string id,
+            std::chrono::milliseconds period = std::chrono::milliseconds(1000),
+            std::chrono::milliseconds lapse = std::chrono::milliseconds(5000));
+  // Marks this node as left and stops the thread.
+  ~KeepAlive();
+  KeepAlive(const KeepAlive&) = delete;
+  KeepAlive& operator=(const KeepAlive&) = delete;
+
+  // Watches these nodes from now (this node's own id is skipped), in place
+  // of those watched before.
+  void watch(const std::vector<std::string>& ids);
+  // The watched nodes that lapsed (by id), at once.
+  std::vector<std::string> lapsed();
+  // Waits until every watched node beat after `since` or lapsed (at most
+  // lapse plus two periods), and returns those that lapsed.
+  std::vector<std::string> settle(Clock::time_point since);
+  std::chrono::milliseconds lapse() const { return lapse_; }
+
+ private:
+  struct Seen {
+    int64_t count = -1;
+    Clock::time_point changed;
+    bool left = false;
+  };
+  void loop();
+  bool lapsed_locked(const Seen& s, Clock::time_point now) const;
+
+  std::function<comm::StorePtr()> connect_;
+  std::string id_;
+  std::chrono::milliseconds period_, lapse_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::map<std::string, Seen> watched_;
+  std::thread thread_;
 };
 
 // True once an elastic job on `store` has ended (ElasticRendezvous::end);

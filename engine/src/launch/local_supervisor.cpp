@@ -36,6 +36,7 @@ using std::chrono::milliseconds;
 constexpr milliseconds kDrainLinger{500};
 // poll() wakes up at least this often, even with no signal or output.
 constexpr milliseconds kPollPeriod{1000};
+constexpr milliseconds kStartUpGrace{2000};  // begin_stop(), for workers still starting
 
 void require(bool condition, const std::string& option, const std::string& message) {
   if (!condition) throw ConfigError("launch option " + option + " " + message);
@@ -255,7 +256,12 @@ class SupervisedRun {
   void begin_stop() {
     if (stopping_) return;
     stopping_ = true;
-    kill_deadline_ = Clock::now() + options_.stop_grace;
+    // Workers that have not left start-up (in the rendezvous, waiting for a
+    // peer that may never come) have nothing to save: a short grace, not
+    // distributed.stop_grace_s, before they are killed.
+    auto grace = std::chrono::duration_cast<milliseconds>(options_.stop_grace);
+    if (monitor_ && monitor_->still_starting()) grace = std::min(grace, kStartUpGrace);
+    kill_deadline_ = Clock::now() + grace;
     for (auto& w : workers_) {
       if (!w.running) continue;
       w.exit.stopped_by_supervisor = true;

@@ -7,6 +7,7 @@
 
 #include <bagua/exit_codes.h>
 
+#include <algorithm>
 #include <csignal>
 
 namespace bagua::launch {
@@ -25,10 +26,17 @@ class FixedRendezvous : public NodeRendezvous {
   }
   std::function<std::optional<std::string>()> stop_when(int /*round*/) override { return nullptr; }
   std::vector<std::string> newcomers_after(const RoundMembership& /*m*/) override { return {}; }
+  std::vector<std::string> lost_after(const RoundMembership& /*m*/,
+                                      std::chrono::steady_clock::time_point /*since*/) override {
+    return {};
+  }
+  int failures(int /*round*/) override { return failures_; }
+  int count_failure(int /*round*/) override { return ++failures_; }
   void end(bool /*succeeded*/, const std::string& /*how*/) override {}
 
  private:
   int nnodes_, node_rank_;
+  int failures_ = 0;
 };
 
 class ElasticNodeRendezvous : public NodeRendezvous {
@@ -55,6 +63,11 @@ class ElasticNodeRendezvous : public NodeRendezvous {
         ~Forget() { p = nullptr; }
       } forget{relay_now_};
       RoundMembership m = rendezvous_->join(from, returning);
+      // The round's members are watched from now: one whose keep-alive
+      // lapses stops the round (stop_when), or, when the workers failed,
+      // makes the failure a membership change (lost_after).
+      keep_alive_->watch(m.ids);
+      members_ = m;
       hold_for_test("after-join");
       return {m, kExitOk};
     } catch (const JoinInterrupted& e) {
@@ -74,10 +87,37 @@ class ElasticNodeRendezvous : public NodeRendezvous {
   }
 
   std::function<std::optional<std::string>()> stop_when(int round) override {
-    return [this, round] { return rendezvous_->waiting_after(round); };
+    return [this, round]() -> std::optional<std::string> {
+      if (auto waiting = rendezvous_->waiting_after(round)) return waiting;
+      const std::vector<std::string> gone = keep_alive_->lapsed();
+      if (gone.empty()) return std::nullopt;
+      return names(gone) + (gone.size() == 1 ? " has" : " have") + " left or stopped answering (no keep-alive for " +
+             std::to_string(keep_alive_->lapse().count() / 1000) + " s)";
+    };
   }
   std::vector<std::string> newcomers_after(const RoundMembership& m) override {
     return rendezvous_->newcomers_after(m);
+  }
+  std::vector<std::string> lost_after(const RoundMembership& /*m*/,
+                                      std::chrono::steady_clock::time_point since) override {
+    const std::vector<std::string> gone = keep_alive_->settle(since);
+    std::vector<std::string> out;
+    for (const auto& id : gone) out.push_back(names({id}));
+    return out;
+  }
+  int failures(int round) override {
+    try {
+      return rendezvous_->failures(round);
+    } catch (const std::exception&) {
+      return failures_seen_;  // the store does not answer: what this node last knew
+    }
+  }
+  int count_failure(int round) override {
+    try {
+      return failures_seen_ = rendezvous_->count_failure(round);
+    } catch (const std::exception&) {
+      return ++failures_seen_;
+    }
   }
   void end(bool succeeded, const std::string& how) override { rendezvous_->end(succeeded, how); }
 
@@ -111,7 +151,28 @@ class ElasticNodeRendezvous : public NodeRendezvous {
     eo.nproc_per_node = d_.nproc_per_node;
     eo.interrupted = [this]() { return relay_now_ == nullptr ? 0 : relay_now_->take_stop(); };
     rendezvous_ = std::make_unique<ElasticRendezvous>(store, eo, say_);
+    const std::string host = d_.master_addr;
+    const int port = master_port_;
+    keep_alive_ = std::make_unique<KeepAlive>(
+        [host, port] { return comm::make_tcp_store(host, port, /*is_server=*/false, 1, std::chrono::seconds(5)); },
+        node_id_);
     return std::nullopt;
+  }
+
+  // Node ids as the round line shows them: the host name, or the id where
+  // names repeat in the round.
+  std::string names(const std::vector<std::string>& ids) const {
+    std::string out;
+    for (const auto& id : ids) {
+      std::string shown = id;
+      for (size_t i = 0; i < members_.ids.size() && i < members_.nodes.size(); ++i) {
+        if (members_.ids[i] != id) continue;
+        const auto& n = members_.nodes;
+        if (std::count(n.begin(), n.end(), n[i]) == 1) shown = n[i];
+      }
+      out += (out.empty() ? "" : ", ") + shown;
+    }
+    return out;
   }
 
   const DistributedSpec& d_;
@@ -119,6 +180,10 @@ class ElasticNodeRendezvous : public NodeRendezvous {
   std::string node_name_, node_id_;
   Say say_;
   std::unique_ptr<ElasticRendezvous> rendezvous_;
+  // Declared after rendezvous_: destroyed first, it marks this node as left.
+  std::unique_ptr<KeepAlive> keep_alive_;
+  RoundMembership members_;  // of the round joined last
+  int failures_seen_ = 0;
   SignalRelay* relay_now_ = nullptr;  // while joining
 };
 

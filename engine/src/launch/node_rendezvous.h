@@ -14,6 +14,7 @@
 
 #include <bagua/recipe.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -47,6 +48,18 @@ class NodeRendezvous {
 
   // The nodes waiting for the round after m's that were not in m's.
   virtual std::vector<std::string> newcomers_after(const RoundMembership& m) = 0;
+
+  // The nodes of m's round (this one aside) that are gone: their keep-alive
+  // lapsed, or they left. Waits until that is known of each (a beat after
+  // `since`, or the lapse), a few seconds at most. Fixed jobs: none.
+  virtual std::vector<std::string> lost_after(const RoundMembership& m,
+                                              std::chrono::steady_clock::time_point since) = 0;
+
+  // The job's failed rounds before round `round` (distributed.max_restarts
+  // is spent by them), and counting `round` as one (once for the job, however
+  // many nodes count it); count_failure returns the count after it.
+  virtual int failures(int round) = 0;
+  virtual int count_failure(int round) = 0;
 
   // The job is over for every node (those still joining learn it).
   virtual void end(bool succeeded, const std::string& how) = 0;

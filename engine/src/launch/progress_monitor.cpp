@@ -361,6 +361,14 @@ bool is_bagua_store(const comm::StorePtr& store, std::chrono::seconds within) {
   }
 }
 
+bool launch::ProgressMonitor::still_starting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [rank, s] : ranks_) {
+    if (s.seen && s.phase != "start-up") return false;
+  }
+  return true;
+}
+
 RendezvousServer::~RendezvousServer() = default;
 
 int RendezvousServer::port() const { return impl_->port; }

@@ -42,6 +42,10 @@ class ProgressMonitor {
   // that in words: the likely cause of a failure that just happened.
   std::optional<std::pair<int, std::string>> silent_rank(const std::set<int>& exited) const;
 
+  // True while no rank has reported a phase past start-up (or anything at
+  // all): the workers hold no training to save yet.
+  bool still_starting() const;
+
   // Tells the other nodes' launchers that this node failed.
   void publish_failure(const std::string& text);
 

@@ -52,6 +52,10 @@ AttemptDecision decide_after_round(const LaunchResult& result, const AttemptDeci
   // A round that failed as a node joined (its workers, stopped as they
   // started, never reached a step and their peers lost them) is a join.
   if (attempt.failed() && !news.newcomers.empty()) return {Action::kRestart, Reason::kNodeJoined, kExitOk};
+  // A round that failed as one of its nodes left or died (the survivors'
+  // workers lost its workers) is a membership change too: the survivors go
+  // on, whatever distributed.max_restarts (its point is --nnodes MIN:MAX).
+  if (attempt.failed() && !news.lost.empty()) return {Action::kRestart, Reason::kNodeLost, kExitOk};
   // The workers stopped together at another node's request: it leaves, or
   // one joins; the others go on.
   if (attempt.reason == Reason::kStoppedByAgreement) return {Action::kRestart, Reason::kOtherNodeStopped, kExitOk};

@@ -86,13 +86,13 @@ void say_stopped(const Say& say, const LaunchResult& result, const AttemptDecisi
     return w.signaled && w.status == SIGKILL;
   });
   const std::string what = decision.exit_code == kExitPreempted ? "preempted" : "interrupted";
-  if (killed) {
+  if (!wrote) {
+    say(what + " before the workers wrote a checkpoint (they had not begun training); run the same command to "
+        "start again" + std::string(" (exit ") + std::to_string(decision.exit_code) + ")");
+  } else if (killed) {
     say(what + ": the workers did not reach a step boundary within distributed.stop_grace_s (" +
         std::to_string(grace_s) + " s) and were killed; run the same command to resume from the "
         "newest checkpoint before (exit " + std::to_string(decision.exit_code) + ")");
-  } else if (!wrote) {
-    say(what + " before the workers wrote a checkpoint (they had not begun training); run the same command to "
-        "start again" + std::string(" (exit ") + std::to_string(decision.exit_code) + ")");
   } else {
     say(what + "; run the same command to resume from the checkpoint just written (exit " +
         std::to_string(decision.exit_code) + ")");
@@ -141,7 +141,6 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
   using Reason = AttemptDecision::Reason;
   const auto& d = recipe.distributed;
   const bool elastic = rendezvous.elastic();
-  int failures = 0;  // rounds that failed: restarts spent
   bool resume_added = false;
   bool returning = false;
   for (int round = 0;;) {
@@ -166,10 +165,17 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
     }
     const auto attempt_began = fs::file_time_type::clock::now();
     const LaunchResult result = LocalSupervisor(opts).run();
+    const auto ended = std::chrono::steady_clock::now();
+    // Restarts spent: the job's failed rounds (one count in an elastic job's
+    // store, the same on every node).
+    int failures = rendezvous.failures(m.round);
     const AttemptDecision attempt = decide_after_attempt(result, failures, d.max_restarts);
     MembershipNews news;
     news.can_change = elastic;
-    if (elastic && attempt.failed()) news.newcomers = rendezvous.newcomers_after(m);
+    if (elastic && attempt.failed()) {
+      news.newcomers = rendezvous.newcomers_after(m);
+      if (news.newcomers.empty()) news.lost = rendezvous.lost_after(m, ended);
+    }
     const AttemptDecision decision = decide_after_round(result, attempt, news);
     const std::string r = "round " + std::to_string(m.round);
     switch (decision.reason) {
@@ -204,7 +210,7 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
         rendezvous.end(false, "its workers failed after " + std::to_string(d.max_restarts) + " restarts");
         return decision.exit_code;
       case Reason::kRestartable:
-        ++failures;
+        failures = rendezvous.count_failure(m.round);
         say(result.summary());
         if (elastic) {
           say(r + " failed (" + std::to_string(failures) + " of " + std::to_string(d.max_restarts) +
@@ -221,6 +227,14 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
       case Reason::kOtherNodeStopped:
         say(r + " stopped at a step with a checkpoint (another node asked)");
         break;
+      case Reason::kNodeLost: {
+        std::string lost;
+        for (const auto& n : news.lost) lost += (lost.empty() ? "" : ", ") + n;
+        say(r + " ended as " + lost + (news.lost.size() == 1 ? " was" : " were") +
+            " lost (left, or stopped answering); the nodes that remain go on from the newest checkpoint "
+            "(not counted against distributed.max_restarts)");
+        break;
+      }
     }
     // The next round: this one's logs kept (this node's ranks), resumed
     // from the newest checkpoint.
