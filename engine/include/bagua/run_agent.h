@@ -204,9 +204,11 @@ struct RunAgentOptions {
 // on `port` of every interface, from a machine that need not run workers,
 // so that the job survives the loss of any of its nodes. Returns 0 a few
 // seconds after the job using it has ended (its agents said so in the
-// store), or on SIGINT or SIGTERM; kExitInvalidInput when the port cannot
-// be served.
-int serve_elastic_store(int port, const std::function<void(const std::string&)>& say);
+// store), once every node that registered has left or stopped answering
+// for `idle` (and then marks the job ended), or on SIGINT or SIGTERM;
+// kExitInvalidInput when the port cannot be served.
+int serve_elastic_store(int port, const std::function<void(const std::string&)>& say,
+                        std::chrono::seconds idle = std::chrono::seconds(60));
 
 // Runs the recipe's workers of this node to the end; returns the exit code.
 // Throws bagua::Error for what stops it before any worker starts (a recipe

@@ -171,7 +171,7 @@ RoundMembership ElasticRendezvous::join(int from, bool returning) {
             auto node = value(key(round, "node-" + std::to_string(i)));
             here.push_back(node ? nlohmann::json::parse(*node).value("name", "?") : "?");
           }
-          throw Error("round " + std::to_string(round) + " of the elastic job has " + std::to_string(arrived) +
+          throw RoundTimedOut("round " + std::to_string(round) + " of the elastic job has " + std::to_string(arrived) +
                       " node" + (arrived == 1 ? "" : "s") + " (" + list(here) + ") after " +
                       std::to_string(whole_seconds(o.timeout)) + " s, fewer than the " +
                       std::to_string(o.min_nodes) + " it needs (distributed.nnodes " + std::to_string(o.min_nodes) +
@@ -330,6 +330,23 @@ std::vector<std::string> KeepAlive::settle(Clock::time_point since) {
     if (known || now >= deadline) return gone;
     wake_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
   }
+}
+
+void register_agent(const comm::StorePtr& store, const std::string& id) {
+  const int64_t n = store->add(std::string(kPrefix) + "agents", 1);
+  store->set(std::string(kPrefix) + "agent-" + std::to_string(n - 1), bytes(id));
+}
+
+std::vector<std::string> registered_agents(const comm::StorePtr& store) {
+  std::vector<std::string> ids;
+  const int64_t n = store->add(std::string(kPrefix) + "agents", 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string k = std::string(kPrefix) + "agent-" + std::to_string(i);
+    if (!store->check({k})) continue;  // counted, not yet written
+    const auto v = store->get(k);
+    ids.emplace_back(v.begin(), v.end());
+  }
+  return ids;
 }
 
 bool elastic_job_ended(const comm::StorePtr& store) {

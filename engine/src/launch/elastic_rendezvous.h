@@ -67,6 +67,12 @@ struct JobEnded : Error {
   bool succeeded = false;
 };
 
+// A round stayed below MIN nodes for distributed.timeout_s: the job is
+// over for every node (each agent in the round times out alike).
+struct RoundTimedOut : Error {
+  using Error::Error;
+};
+
 // A signal came for this node while it waited to join (see
 // ElasticOptions::interrupted).
 struct JoinInterrupted : Error {
@@ -172,6 +178,12 @@ class KeepAlive {
   std::map<std::string, Seen> watched_;
   std::thread thread_;
 };
+
+// Every agent that connects to the job's store registers its node id, so
+// that the store (bagua store) knows whom to watch.
+void register_agent(const comm::StorePtr& store, const std::string& id);
+// The ids registered so far, in order.
+std::vector<std::string> registered_agents(const comm::StorePtr& store);
 
 // True once an elastic job on `store` has ended (ElasticRendezvous::end);
 // false too when the store does not answer.

@@ -77,6 +77,12 @@ class ElasticNodeRendezvous : public NodeRendezvous {
     } catch (const JobEnded& e) {
       say_(e.what());
       return {std::nullopt, e.succeeded ? kExitOk : kExitWorkerFailed};
+    } catch (const RoundTimedOut& e) {
+      // Over for every node: marked, so a node that comes later learns it
+      // and the store (bagua store) stops.
+      say_(e.what());
+      rendezvous_->end(false, "a round stayed below distributed.nnodes' minimum for distributed.timeout_s");
+      return {std::nullopt, kExitWorkerFailed};
     } catch (const ConfigError& e) {
       say_(e.what());
       return {std::nullopt, kExitInvalidInput};
@@ -150,6 +156,12 @@ class ElasticNodeRendezvous : public NodeRendezvous {
     eo.node_id = node_id_;
     eo.nproc_per_node = d_.nproc_per_node;
     eo.interrupted = [this]() { return relay_now_ == nullptr ? 0 : relay_now_->take_stop(); };
+    try {
+      register_agent(store, node_id_);
+    } catch (const std::exception& e) {
+      say_("cannot register with the elastic job's store at " + endpoint + ": " + comm::message_of(e));
+      return kExitWorkerFailed;
+    }
     rendezvous_ = std::make_unique<ElasticRendezvous>(store, eo, say_);
     const std::string host = d_.master_addr;
     const int port = master_port_;

@@ -254,7 +254,7 @@ int run_rounds(const Recipe& recipe, LaunchOptions opts, launch::NodeRendezvous&
 
 }  // namespace
 
-int serve_elastic_store(int port, const Say& say) {
+int serve_elastic_store(int port, const Say& say, std::chrono::seconds idle) {
   std::unique_ptr<RendezvousServer> server;
   try {
     server = std::make_unique<RendezvousServer>("127.0.0.1", port);
@@ -273,7 +273,15 @@ int serve_elastic_store(int port, const Say& say) {
   pthread_sigmask(SIG_BLOCK, &stop, &before);
   say("serving the rendezvous store of an elastic job on port " + std::to_string(server->port()) +
       " (every interface); start each node's bagua run with --rdzv-endpoint THIS_HOST:" +
-      std::to_string(server->port()) + ". It stops when the job ends, or on Ctrl-C");
+      std::to_string(server->port()) + ". It stops when the job ends, when every node has left for " +
+      std::to_string(idle.count()) + " s, or on Ctrl-C");
+  // The nodes' keep-alives, watched as a member watches its round's: a job
+  // whose every node left (interrupted, refused, killed) without marking
+  // its end would otherwise keep its store for ever.
+  launch::KeepAlive watch(
+      [port = server->port()] { return comm::make_tcp_store("127.0.0.1", port, false, 1, std::chrono::seconds(5)); },
+      "bagua-store#" + random_secret().substr(0, 6));
+  std::optional<std::chrono::steady_clock::time_point> empty_since;
   const timespec second{1, 0};
   for (;;) {
     siginfo_t info;
@@ -285,6 +293,23 @@ int serve_elastic_store(int port, const Say& say) {
       // Late joiners read "ended" from it for a little longer.
       std::this_thread::sleep_for(std::chrono::seconds(5));
       say("the elastic job has ended; the store stops");
+      break;
+    }
+    std::vector<std::string> agents;
+    try {
+      agents = launch::registered_agents(client);
+    } catch (const std::exception&) {
+    }
+    watch.watch(agents);
+    const bool empty = !agents.empty() && watch.lapsed().size() == agents.size();
+    if (!empty) {
+      empty_since.reset();
+    } else if (!empty_since) {
+      empty_since = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - *empty_since >= idle) {
+      say("every node of the elastic job (" + std::to_string(agents.size()) + ") has left or stopped answering, for " +
+          std::to_string(idle.count()) + " s, and the job never marked its end; the store stops");
+      launch::ElasticRendezvous(client, {}, [](const std::string&) {}).end(false, "every node left");
       break;
     }
   }
@@ -337,6 +362,14 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
     // would refuse to resume, is refused here, once; a finished one is left
     // as it is (one node: a job of several would leave the others waiting).
     const OutputDirCheck output = check_output_dir(recipe, recipe_provenance(recipe));
+    // An elastic job's node that comes after the job finished (a late or
+    // replacement pod; its store may be gone): done, exit 0, as the
+    // Kubernetes examples promise.
+    if (output.finished_at && d.elastic()) {
+      say("the elastic job in " + recipe.output.dir + " is already complete at step " +
+          std::to_string(*output.finished_at) + ": this node has nothing to train, and leaves");
+      return kExitOk;
+    }
     if (output.finished_at && d.nnodes == 1 && !d.elastic()) {
       say("already complete at step " + std::to_string(*output.finished_at) +
           ": nothing trained, nothing changed; the model is " + (fs::path(recipe.output.dir) / "model.pt").string());

@@ -52,10 +52,13 @@ std::string owner_of(const fs::path& dir, const std::optional<CheckpointMeta>& n
 
 // Whether a checkpoint written at the end of a run of `saved` leaves nothing
 // for `now` to train: the same length (early_stop included: a run it ended
-// goes on with another), data and world.
+// goes on with another), data and, for a fixed-size job, world.
 bool same_run_length(const json& saved, const json& now, int saved_world, const Recipe& recipe) {
   const auto& d = recipe.distributed;
-  if (d.elastic() || saved_world != d.nproc_per_node * d.nnodes) return false;
+  // An elastic job's world size changes from round to round: its run is as
+  // long at any size (the workers resume a finished run at any size to an
+  // empty run, as they resume any run at another size).
+  if (!d.elastic() && saved_world != d.nproc_per_node * d.nnodes) return false;
   for (const char* key : {"train", "data"}) {
     const json* a = resolved_key(saved, key);
     const json* b = resolved_key(now, key);
