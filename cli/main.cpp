@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
     } catch (const bagua::DivergedError& e) {
       std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
       return kExitDiverged;
+    } catch (const bagua::CommError& e) {
+      // A peer missing or gone, a rendezvous timeout: a worker run by
+      // torchrun or Slurm exits as docs/run.md's failure table says (3), as
+      // bagua's own agent does for it.
+      std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
+      return e.is_user_error() ? kExitInvalidInput : kExitWorkerFailed;
     } catch (const bagua::Error& e) {
       std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
       return e.is_user_error() ? kExitInvalidInput : kExitInternal;

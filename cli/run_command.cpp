@@ -124,7 +124,24 @@ const CommandRegistration kRun{
             return kExitInvalidInput;
           }
         }
-        const StartedAs started = started_as();
+        StartedAs started = started_as();
+        if (started == StartedAs::kSlurmBatchShell) {
+          // The batch script of a job of several tasks: as rank 0 of
+          // SLURM_NTASKS it once waited out distributed.timeout_s for tasks
+          // that never start.
+          const char* job_id = std::getenv("SLURM_JOB_ID");
+          const std::string tasks = std::getenv("SLURM_NTASKS"), job = job_id ? job_id : "?";
+          if (tasks != "1") {
+            std::cerr << "bagua run: this is Slurm job " << job << "'s batch script (or salloc shell), not one of its "
+                      << tasks << " tasks (no SLURM_STEP_ID): start the workers with srun, one task each: "
+                         "srun --kill-on-bad-exit=1 bagua run " << f->recipe << " (docs/multi-node.md, Slurm)\n";
+            return kExitInvalidInput;
+          }
+          // One task: this node's agent, as outside Slurm.
+          std::cerr << "bagua run: in Slurm job " << job << "'s batch script with one task: launching this node's "
+                       "workers (distributed.nproc_per_node) here\n";
+          started = StartedAs::kAgent;
+        }
         std::vector<std::string> overrides;
         if (started == StartedAs::kAgent) {
           // torchrun's PET_* defaults (a Kubeflow TrainJob pod sets only
@@ -173,7 +190,10 @@ const CommandRegistration kRun{
         if (started != StartedAs::kTorchrunWorker) {
           for (const auto& note : recipe.notes) std::cerr << note.to_string() << " (note)\n";
         }
-        if (started == StartedAs::kSlurmTask) adopt_slurm_environment(recipe);
+        if (started == StartedAs::kSlurmTask) {
+          adopt_slurm_environment(recipe);
+          record_worker_world(recipe);
+        }
         if (started == StartedAs::kTorchrunWorker && std::getenv("LOCAL_WORLD_SIZE") == nullptr &&
             recipe.distributed.nproc_per_node > 1 && std::string(std::getenv("RANK")) == "0") {
           // A Kubernetes PyTorchJob (v1) pod without torchrun: WORLD_SIZE is

@@ -195,11 +195,16 @@ class Env {
 };
 
 TEST(StartedAs, TorchrunVariablesBeatSlurmsAndNeitherMeansTheAgent) {
-  for (const char* v : {"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) unsetenv(v);
+  for (const char* v : {"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_STEPID"}) {
+    unsetenv(v);
+  }
   EXPECT_EQ(bagua::started_as(), bagua::StartedAs::kAgent);
   Env env;
-  env.set("SLURM_PROCID", "3");
+  env.set("SLURM_PROCID", "0");
   env.set("SLURM_NTASKS", "4");
+  EXPECT_EQ(bagua::started_as(), bagua::StartedAs::kSlurmBatchShell) << "sbatch's script: no step";
+  env.set("SLURM_PROCID", "3");
+  env.set("SLURM_STEP_ID", "0");
   EXPECT_EQ(bagua::started_as(), bagua::StartedAs::kSlurmTask);
   env.set("RANK", "0");
   EXPECT_EQ(bagua::started_as(), bagua::StartedAs::kSlurmTask) << "RANK alone is not a torchrun worker";

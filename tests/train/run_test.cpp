@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -344,8 +345,9 @@ TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {
   for (int task = 0; task < 2; ++task) {
     tasks.emplace_back([&, task] {
       std::string env = "env -u RANK -u WORLD_SIZE SLURM_PROCID=" + std::to_string(task) +
-                        " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(task) +
-                        " SLURM_NODEID=0 SLURM_NNODES=1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1";
+                        " SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_TASKS_PER_NODE=2 SLURM_LOCALID=" +
+                        std::to_string(task) + " SLURM_NODEID=0 SLURM_NNODES=1 MASTER_PORT=" + std::to_string(port) +
+                        " OMP_NUM_THREADS=1";
       fs::path out = dir_ / ("task" + std::to_string(task) + ".out");
       int status = std::system((env + " " + BAGUA_CLI + " run " + recipe + " > " + out.string() + " 2>&1").c_str());
       results[task].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -358,6 +360,33 @@ TEST_F(RunTest, RunsAsASingleWorkerUnderSlurmVariables) {
   EXPECT_NE(results[0].output.find("final weights identical on all 2 workers"), std::string::npos)
       << results[0].output;
   EXPECT_TRUE(fs::exists(dir_ / "slurm" / "model.pt"));
+  // The run records the world it ran in, not the recipe's one node of one
+  // worker at 127.0.0.1 (issue 43, item 14).
+  const YAML::Node resolved = YAML::LoadFile((dir_ / "slurm" / "recipe.resolved.yaml").string());
+  EXPECT_EQ(resolved["distributed"]["nproc_per_node"].as<int>(), 2);
+  EXPECT_EQ(resolved["distributed"]["nnodes"].as<int>(), 1);
+}
+
+// Slurm's batch script (or salloc's shell) has SLURM_PROCID=0 and the
+// job's SLURM_NTASKS but no step: bagua run there was rank 0 of a world
+// whose other tasks never start, and waited out distributed.timeout_s.
+// It says what happened instead; an srun task whose peers never come
+// exits 3, as the failure table says (it exited 1).
+TEST_F(RunTest, SlurmsBatchScriptIsNotATaskAndAMissingPeerExits3) {
+  const std::string recipe = write_recipe("batch");
+  const std::string slurm = "env -u RANK -u WORLD_SIZE SLURM_JOB_ID=42 SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_NODEID=0 ";
+  const auto t0 = std::chrono::steady_clock::now();
+  RunOutcome batch = bagua_run(recipe + " --set distributed.timeout_s=120", slurm);
+  EXPECT_EQ(batch.exit_code, 2) << batch.output;
+  EXPECT_NE(batch.output.find("this is Slurm job 42's batch script (or salloc shell), not one of its 2 tasks"),
+            std::string::npos)
+      << batch.output;
+  EXPECT_NE(batch.output.find("srun --kill-on-bad-exit=1 bagua run"), std::string::npos) << batch.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "not after timeout_s";
+  RunOutcome alone = bagua_run(recipe + " --set distributed.timeout_s=3",
+                               slurm + "SLURM_STEP_ID=0 MASTER_PORT=" + std::to_string(bagua::find_free_port()));
+  EXPECT_EQ(alone.exit_code, 3) << alone.output;
+  EXPECT_NE(alone.output.find("rendezvous timed out"), std::string::npos) << alone.output;
 }
 
 TEST_F(RunTest, SigtermStopsAfterACheckpointAndTheSameCommandResumes) {

@@ -55,7 +55,11 @@ namespace bagua {
 enum class StartedAs {
   kAgent,           // no worker variables: launch the workers of this node
   kTorchrunWorker,  // RANK and WORLD_SIZE are set
-  kSlurmTask,       // SLURM_PROCID and SLURM_NTASKS are set (and not RANK)
+  kSlurmTask,       // SLURM_PROCID, SLURM_NTASKS and SLURM_STEP_ID are set (and not RANK): an srun task
+  // SLURM_PROCID and SLURM_NTASKS without SLURM_STEP_ID: a Slurm job's
+  // batch script or salloc shell, which srun has not made a task of (its
+  // SLURM_PROCID is 0 whatever the job's tasks).
+  kSlurmBatchShell,
 };
 StartedAs started_as();
 
@@ -108,6 +112,14 @@ Endpoint parse_endpoint(const std::string& text, bool port_required);
 // LOCAL_WORLD_SIZE, GROUP_RANK), and MASTER_ADDR/MASTER_PORT from the
 // recipe when they are not set.
 void adopt_slurm_environment(const Recipe& recipe);
+
+// A Slurm task: records in the resolved recipe (recipe.resolved.yaml,
+// provenance.json) the world it runs in, from torchrun's variables (after
+// adopt_slurm_environment()): nnodes, nproc_per_node and master_addr, where
+// the recipe's own said one node on 127.0.0.1 (the port, derived from the
+// job id, is left out: it would make every two jobs' records differ). An
+// elastic recipe's range is left as it is.
+void record_worker_world(Recipe& recipe);
 
 // ---------------------------------------------------------------- the restart policy
 

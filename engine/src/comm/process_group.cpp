@@ -393,6 +393,14 @@ void connect(comm::World& world, const std::string& addr, int port) {
   } catch (const std::exception& e) {
     std::string why = e.what();
     if (world.rank == 0) {
+      // Its own server listens on every interface; what failed may be its
+      // client's connection to a master address that does not resolve.
+      try {
+        comm::route_to(addr, port);
+      } catch (const CommError& unresolved) {
+        throw ConfigError(std::string(unresolved.what()) + " (MASTER_ADDR, or distributed.master_addr): rank 0 " +
+                        "could not reach its own rendezvous store there; name node 0's host or address");
+      }
       throw CommError("rank 0 could not serve the rendezvous store on " + addr + ":" + std::to_string(port) +
                       " (is MASTER_PORT already in use?): " + why);
     }

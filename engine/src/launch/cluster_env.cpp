@@ -24,7 +24,10 @@ bool env_set(const char* name) {
 
 StartedAs started_as() {
   if (env_set("RANK") && env_set("WORLD_SIZE")) return StartedAs::kTorchrunWorker;
-  if (env_set("SLURM_PROCID") && env_set("SLURM_NTASKS")) return StartedAs::kSlurmTask;
+  if (env_set("SLURM_PROCID") && env_set("SLURM_NTASKS")) {
+    // srun sets the step; the batch script (and salloc's shell) has none.
+    return env_set("SLURM_STEP_ID") || env_set("SLURM_STEPID") ? StartedAs::kSlurmTask : StartedAs::kSlurmBatchShell;
+  }
   return StartedAs::kAgent;
 }
 
@@ -201,6 +204,22 @@ void adopt_slurm_environment(const Recipe& recipe) {
     }
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   }
+}
+
+void record_worker_world(Recipe& recipe) {
+  if (recipe.distributed.elastic() || !recipe.resolved.is_object()) return;
+  auto number = [](const char* name) -> std::optional<long long> {
+    const char* v = std::getenv(name);
+    return v ? whole_number(v, 0, 1LL << 30) : std::nullopt;
+  };
+  nlohmann::json& d = recipe.resolved["distributed"];
+  if (!d.is_object()) d = nlohmann::json::object();
+  const auto world = number("WORLD_SIZE"), local = number("LOCAL_WORLD_SIZE");
+  if (world && local && *local > 0 && *world % *local == 0) {
+    d["nnodes"] = *world / *local;
+    d["nproc_per_node"] = *local;
+  }
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) d["master_addr"] = addr;
 }
 
 }  // namespace bagua
