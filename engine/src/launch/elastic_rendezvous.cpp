@@ -278,10 +278,11 @@ void KeepAlive::loop() {
     wake_.wait_for(lock, period_, [this] { return stop_; });
   }
   lock.unlock();
-  // Every way out of the agent passes here: its peers need not wait out the lapse.
+  // Every way out of the agent passes here: its peers need not wait out the
+  // lapse. Only on a connection that works: a store that is gone (the job
+  // over, its server's agent exited) is not waited for again.
   try {
-    if (!store) store = connect_();
-    store->set(left + id_, bytes("1"));
+    if (store) store->set(left + id_, bytes("1"));
   } catch (const std::exception&) {
   }
 }

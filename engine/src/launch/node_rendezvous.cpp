@@ -166,7 +166,9 @@ class ElasticNodeRendezvous : public NodeRendezvous {
     const std::string host = d_.master_addr;
     const int port = master_port_;
     keep_alive_ = std::make_unique<KeepAlive>(
-        [host, port] { return comm::make_tcp_store(host, port, /*is_server=*/false, 1, std::chrono::seconds(5)); },
+        // A short timeout: the thread retries at the next beat, and the
+        // agent's exit waits for one attempt at most.
+        [host, port] { return comm::make_tcp_store(host, port, /*is_server=*/false, 1, std::chrono::seconds(2)); },
         node_id_);
     return std::nullopt;
   }
