@@ -44,6 +44,10 @@ TEST(BaguaModule, WorldOfOneSendsNothingAndStartsNoThread) {
   expect_all_checks_passed(run_workers("alone", 1), 1);
 }
 
+TEST(BaguaModule, ALayerBackwardSkipsStepsAsIfItsGradientWereZeroed) {
+  expect_all_checks_passed(run_workers("skipped_layer", 1), 1);
+}
+
 TEST(BaguaModule, SwitchingAlgorithmReplacesHooksAndBuckets) {
   expect_all_checks_passed(run_workers("switch", 2), 2);
 }

@@ -349,6 +349,47 @@ int scenario_alone() {
   return c.finish();
 }
 
+// A layer that backward skips after the first step: zero_grad() set its
+// gradient to none, backward left it undefined, and step() gives it a
+// zero gradient back, so SGD's momentum and weight decay still move it as
+// in a plain loop whose zero_grad() zeroes in place (LibTorch 1.13's, and
+// the semantics bagua keeps). Without that fill, SGD would skip the layer.
+int scenario_skipped_layer() {
+  bagua::init_process_group();
+  WorkerChecks c(bagua::get_rank());
+  torch::manual_seed(5);
+  Seq model(torch::nn::Linear(6, 4), torch::nn::Tanh(), torch::nn::Linear(4, 3));
+  Seq ref(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone()));
+  const auto sgd = torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01);
+  auto opt = std::make_shared<torch::optim::SGD>(model->parameters(), sgd);
+  torch::optim::SGD ref_opt(ref->parameters(), sgd);
+  auto ddp = bagua::with_bagua(*model, {opt}, std::make_shared<bagua::GradientAllReduce>());
+  // The loss: through both layers at step 0, through the first alone after.
+  auto loss = [](Seq& m, const at::Tensor& x, int step) {
+    at::Tensor h = m[1]->as<torch::nn::Tanh>()->forward(m[0]->as<torch::nn::Linear>()->forward(x));
+    return step == 0 ? m[2]->as<torch::nn::Linear>()->forward(h).pow(2).sum() : h.pow(2).sum();
+  };
+  at::Tensor last_after_step0;
+  for (int step = 0; step < 4; ++step) {
+    torch::manual_seed(70 + step);
+    const at::Tensor x = torch::randn({5, 6});
+    ddp->zero_grad();
+    ddp->pre_forward();
+    loss(model, x, step).backward();
+    ddp->step();
+    for (auto& p : ref->parameters()) {
+      if (p.grad().defined()) p.mutable_grad().zero_();  // in place, whatever the LibTorch version's default
+    }
+    loss(ref, x, step).backward();
+    ref_opt.step();
+    if (step == 0) last_after_step0 = model[2]->as<torch::nn::Linear>()->weight.detach().clone();
+  }
+  c.expect(!torch::equal(model[2]->as<torch::nn::Linear>()->weight, last_after_step0),
+           "the skipped layer still moved (momentum, weight decay)");
+  c.expect(torch::equal(flat_params(*model), flat_params(*ref)), "bitwise the plain loop's weights");
+  return c.finish();
+}
+
 }  // namespace
 
 int run_scenario(const std::string& name) {
@@ -356,6 +397,6 @@ int run_scenario(const std::string& name) {
       {"equivalence", scenario_equivalence}, {"ignore", scenario_ignore},
       {"initial_state", scenario_initial_state}, {"unused", scenario_unused},
       {"overlap", scenario_overlap},         {"switch", scenario_switch},
-      {"alone", scenario_alone},
+      {"alone", scenario_alone},             {"skipped_layer", scenario_skipped_layer},
   });
 }
