@@ -129,4 +129,22 @@ TEST_F(RunTest, ANodeThatComesAfterTheElasticJobFinishedExitsZero) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30));
 }
 
+// A node that runs another number of workers than the job's (issue 43,
+// item 4) is refused as it arrives, alone: exit 2 naming both numbers,
+// while the job trains on undisturbed (no new round) and finishes.
+TEST_F(RunTest, AJoinerWithAnotherWorkerCountIsRefusedAloneAndTheJobGoesOn) {
+  const std::string port = std::to_string(bagua::find_free_port());
+  const std::string args = write_recipe("mismatch") + " --nnodes 1:2 --master-port " + port +
+                           " --set distributed.rdzv_last_call_s=1 --set train.max_steps=1500";
+  Background job("run " + args, dir_ / "job.out");
+  ASSERT_TRUE(job.says("round 0: 1 node x 2 workers")) << job.output();
+  RunOutcome joiner = bagua_run(args + " --nproc-per-node 1");
+  EXPECT_EQ(joiner.exit_code, 2) << joiner.output;
+  EXPECT_TRUE(contains(joiner.output, "runs 1 workers, the elastic job's nodes 2 each")) << joiner.output;
+  EXPECT_TRUE(contains(joiner.output, "it is not admitted, and the job goes on without it")) << joiner.output;
+  EXPECT_EQ(job.wait(std::chrono::seconds(180)), 0) << job.output();
+  EXPECT_FALSE(contains(job.output(), "round 1")) << "the job was not disturbed\n" << job.output();
+  EXPECT_TRUE(fs::exists(dir_ / "mismatch" / "model.pt")) << job.output();
+}
+
 }  // namespace
