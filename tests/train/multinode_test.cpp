@@ -113,6 +113,19 @@ class MultiNodeTest : public RunTest {
     f.write(count, 4);
   }
 
+  // IDX files of the first 960 samples (the elastic tests' data set: 960
+  // divides among 6 workers and what is left among 4), made once per test.
+  fs::path images960() {
+    const fs::path images = dir_ / "images960.idx";
+    if (!fs::exists(images)) first_samples(kFmnist + "train-images-idx3-ubyte.gz", images, 16, 784, 960);
+    return images;
+  }
+  fs::path labels960() {
+    const fs::path labels = dir_ / "labels960.idx";
+    if (!fs::exists(labels)) first_samples(kFmnist + "train-labels-idx1-ubyte.gz", labels, 8, 1, 960);
+    return labels;
+  }
+
   // Runs `args` as node 0 and node 1 of a 2 x 2 job, into codes_ and outputs_.
   void run_two_nodes(const std::string& args, const std::string& out) {
     const std::string common = args + " --nnodes 2 --nproc-per-node 2 --master-addr " + TwoNodes::address(0) +
@@ -649,9 +662,7 @@ class ElasticExample {
 // 960 divides among 6 and what is left among 4, so nothing is padded).
 TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNewWorldSize) {
   if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample example(dir_, dir_ / "images960.idx", dir_ / "labels960.idx");
+  ElasticExample example(dir_, images960(), labels960());
   std::unique_ptr<Node> agents[3];
   for (int pod = 0; pod < 3; ++pod) agents[pod] = example.start(pod);
   // Mid-epoch, past a checkpoint, pod 2 dies.
@@ -681,9 +692,7 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNe
 // padding of the epoch it grew in (at most 5 samples there) twice.
 TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
   if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample example(dir_, dir_ / "images960.idx", dir_ / "labels960.idx");
+  ElasticExample example(dir_, images960(), labels960());
   const ElasticExample::Grown grown = example.grow_by_one_at(20);
   const std::string& all = grown.all;
   ASSERT_EQ(grown.codes, std::vector<int>({0, 0, 0})) << all;
@@ -707,9 +716,7 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
 // model.pt, and over each epoch every training sample is trained on
 // exactly once (counted by index, the rolled-back steps dropped).
 TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourWorkers) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  ElasticExample job(dir_, images960(), labels960(), ElasticExample::Engine::kBaguaAgents);
   job.add_to_command(" --set distributed.max_restarts=0");
   std::unique_ptr<Node> agents[3];
   for (int node = 0; node < 3; ++node) agents[node] = job.start(node);
@@ -749,9 +756,7 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourW
 // sample of each epoch is trained on, and only the padding of the epoch
 // it grew in (at most 5 samples there) twice.
 TEST_F(MultiNodeTest, BaguasOwnElasticAgentGrowsWhenANodeJoins) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  ElasticExample job(dir_, images960(), labels960(), ElasticExample::Engine::kBaguaAgents);
   const ElasticExample::Grown grown = job.grow_by_one_at(20);
   const std::string& all = grown.all;
   ASSERT_EQ(grown.codes, std::vector<int>({0, 0, 0})) << all;
@@ -775,9 +780,7 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentGrowsWhenANodeJoins) {
 // back there (issue 43, item 1). Every round after the first resumes from
 // the newest checkpoint, on every node.
 TEST_F(MultiNodeTest, AJoinerWithResumeNeverContinuesTheJobFromItsNewestCheckpoint) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  ElasticExample job(dir_, images960(), labels960(), ElasticExample::Engine::kBaguaAgents);
   job.add_to_command(" --set checkpoint.resume=never");
   const ElasticExample::Grown grown = job.grow_by_one_at(20);
   const std::string& all = grown.all;
@@ -809,9 +812,7 @@ bool said(Node& node, const std::string& text) {
 // here: the job ended). Its keep-alive lapses instead: the survivors stop
 // that round uncounted and train in the next, within the last call + 10 s.
 TEST_F(MultiNodeTest, ANodeKilledAfterItWasCountedIsDroppedWithNoRestartCharged) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  ElasticExample job(dir_, images960(), labels960(), ElasticExample::Engine::kBaguaAgents);
   constexpr int kLastCall = 6;
   job.add_to_command(" --set distributed.max_restarts=0 --set train.epochs=2 --set distributed.rdzv_last_call_s=" +
                      std::to_string(kLastCall));
@@ -843,9 +844,7 @@ TEST_F(MultiNodeTest, ANodeKilledAfterItWasCountedIsDroppedWithNoRestartCharged)
 // first train, the third joins, and the job grows to 6 workers as with
 // distinct names, every agent holding a lock slot of its own.
 TEST_F(MultiNodeTest, ThreeMachinesSharingAHostNameAreThreeNodes) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kBaguaAgents);
+  ElasticExample job(dir_, images960(), labels960(), ElasticExample::Engine::kBaguaAgents);
   job.name_every_machine("shared");
   const ElasticExample::Grown grown = job.grow_by_one_at(20);
   const std::string& all = grown.all;
@@ -866,9 +865,7 @@ TEST_F(MultiNodeTest, ThreeMachinesSharingAHostNameAreThreeNodes) {
 // job survives the loss of the node that held rank 0 (node 0 of round 0,
 // the first to arrive), and the store stops by itself once the job ended.
 TEST_F(MultiNodeTest, AnElasticJobWithAStoreOfItsOwnSurvivesLosingNodeZero) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx",
+  ElasticExample job(dir_, images960(), labels960(),
                      ElasticExample::Engine::kBaguaAgentsAndAStore);
   std::unique_ptr<Node> store = job.start_store();
   std::unique_ptr<Node> agents[3];
@@ -908,9 +905,7 @@ TEST_F(MultiNodeTest, AnElasticJobWithAStoreOfItsOwnSurvivesLosingNodeZero) {
 // store end with 0; over each epoch every sample is trained on, and only
 // the padding of the epoch it grew in twice.
 TEST_F(MultiNodeTest, TheElasticIndexedJobExampleLosesAPodAndGrowsBackWhenItIsReplaced) {
-  first_samples(kFmnist + "train-images-idx3-ubyte.gz", dir_ / "images960.idx", 16, 784, 960);
-  first_samples(kFmnist + "train-labels-idx1-ubyte.gz", dir_ / "labels960.idx", 8, 1, 960);
-  ElasticExample job(dir_, dir_ / "images960.idx", dir_ / "labels960.idx", ElasticExample::Engine::kIndexedJobManifest);
+  ElasticExample job(dir_, images960(), labels960(), ElasticExample::Engine::kIndexedJobManifest);
   std::unique_ptr<Node> store = job.start_store();
   std::unique_ptr<Node> pods[3];
   for (int pod = 0; pod < 3; ++pod) pods[pod] = job.start(pod);

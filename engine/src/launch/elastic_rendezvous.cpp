@@ -41,6 +41,18 @@ std::string list(const std::vector<std::string>& names) {
 }
 }  // namespace
 
+std::string RoundMembership::shown(size_t rank) const {
+  const bool repeated = std::count(nodes.begin(), nodes.end(), nodes[rank]) > 1;
+  return repeated && rank < ids.size() ? ids[rank] : nodes[rank];
+}
+
+std::string RoundMembership::shown_id(const std::string& id) const {
+  for (size_t i = 0; i < ids.size() && i < nodes.size(); ++i) {
+    if (ids[i] == id) return shown(i);
+  }
+  return id;
+}
+
 ElasticRendezvous::ElasticRendezvous(comm::StorePtr store, ElasticOptions options,
                                      std::function<void(const std::string&)> say)
     : store_(std::move(store)), options_(std::move(options)), say_(std::move(say)) {}

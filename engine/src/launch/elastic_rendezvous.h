@@ -59,6 +59,11 @@ struct RoundMembership {
   int nnodes = 0;
   std::vector<std::string> nodes;  // node names by node rank (host names; may repeat)
   std::vector<std::string> ids;    // node ids by node rank (unique)
+  // Node `rank` as lines show it: its host name, or its id where another
+  // member has the same host name.
+  std::string shown(size_t rank) const;
+  // The member with node id `id` as shown(), or `id` itself when not a member.
+  std::string shown_id(const std::string& id) const;
 };
 
 // The job ended (another agent said so) while this node waited to join.

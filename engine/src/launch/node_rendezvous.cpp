@@ -173,19 +173,10 @@ class ElasticNodeRendezvous : public NodeRendezvous {
     return std::nullopt;
   }
 
-  // Node ids as the round line shows them: the host name, or the id where
-  // names repeat in the round.
+  // Node ids as the round line shows them (RoundMembership::shown()).
   std::string names(const std::vector<std::string>& ids) const {
     std::string out;
-    for (const auto& id : ids) {
-      std::string shown = id;
-      for (size_t i = 0; i < members_.ids.size() && i < members_.nodes.size(); ++i) {
-        if (members_.ids[i] != id) continue;
-        const auto& n = members_.nodes;
-        if (std::count(n.begin(), n.end(), n[i]) == 1) shown = n[i];
-      }
-      out += (out.empty() ? "" : ", ") + shown;
-    }
+    for (const auto& id : ids) out += (out.empty() ? "" : ", ") + members_.shown_id(id);
     return out;
   }
 

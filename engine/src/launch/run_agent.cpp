@@ -123,12 +123,8 @@ struct RunHolds {
 
 // The round line of an elastic job: who trains, and this node's rank.
 void say_round(const Say& say, const launch::RoundMembership& m, int nproc_per_node, bool resuming) {
-  // By host name; by node id where names repeat (agents sharing a host).
   std::string nodes;
-  for (size_t i = 0; i < m.nodes.size(); ++i) {
-    const bool repeated = std::count(m.nodes.begin(), m.nodes.end(), m.nodes[i]) > 1 && i < m.ids.size();
-    nodes += (i ? ", " : "") + std::to_string(i) + " " + (repeated ? m.ids[i] : m.nodes[i]);
-  }
+  for (size_t i = 0; i < m.nodes.size(); ++i) nodes += (i ? ", " : "") + std::to_string(i) + " " + m.shown(i);
   say("round " + std::to_string(m.round) + ": " + plural(m.nnodes, "node") + " x " +
       plural(nproc_per_node, "worker") + " = " + plural(m.nnodes * nproc_per_node, "worker") + " (nodes " + nodes +
       "); this node is node " + std::to_string(m.node_rank) +
