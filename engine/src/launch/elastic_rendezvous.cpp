@@ -265,6 +265,7 @@ void KeepAlive::loop() {
   while (!stop_) {
     std::vector<std::string> ids;
     for (const auto& [id, seen] : watched_) ids.push_back(id);
+    const auto began = Clock::now();
     lock.unlock();
     std::map<std::string, std::pair<int64_t, bool>> read;
     try {
@@ -286,6 +287,7 @@ void KeepAlive::loop() {
       }
       it->second.left = it->second.left || value.second;
     }
+    read_began_ = began;
     wake_.notify_all();
     wake_.wait_for(lock, period_, [this] { return stop_; });
   }
@@ -331,14 +333,20 @@ std::vector<std::string> KeepAlive::lapsed() {
 
 std::vector<std::string> KeepAlive::settle(Clock::time_point since) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto deadline = Clock::now() + lapse_ + 2 * period_;
+  const auto deadline = std::max(Clock::now(), since) + lapse_ + 2 * period_;
+  // The baseline: the counts of the first read that began after `since`. A
+  // change seen later is a beat made after it; a change seen merely later
+  // than `since` may be a beat a node made just before it died.
+  wake_.wait_until(lock, deadline, [&] { return stop_ || read_began_ >= since; });
+  std::map<std::string, int64_t> baseline;
+  for (const auto& [id, seen] : watched_) baseline[id] = seen.count;
   for (;;) {
     const auto now = Clock::now();
     std::vector<std::string> gone;
     bool known = true;
     for (const auto& [id, seen] : watched_) {
       if (lapsed_locked(seen, now)) gone.push_back(id);
-      else if (seen.changed <= since) known = false;
+      else if (seen.count == baseline[id]) known = false;
     }
     if (known || now >= deadline) return gone;
     wake_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));

@@ -180,6 +180,7 @@ class KeepAlive {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
+  Clock::time_point read_began_{};  // when the thread's last completed read of the watched counts began
   std::map<std::string, Seen> watched_;
   std::thread thread_;
 };
