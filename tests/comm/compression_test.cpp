@@ -428,4 +428,44 @@ TEST(MinMaxUInt8, CudaKernelMatchesTheCpuBitwise) {
   }
 }
 
+// GPU machines only: the fused sums (decompress_add, decompress_sum) give
+// the CPU loop's bits too, for 1 to 9 sources (over the kernel's 8 per
+// pass), with and without the average, aligned or not (a view one float in
+// takes the kernel's scalar path).
+TEST(MinMaxUInt8, CudaFusedSumsMatchTheCpuBitwise) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible (or a CPU build of LibTorch)";
+  const at::Device gpu(at::kCUDA, 0);
+  for (int64_t n : {1, 7, 4096, 1000003}) {
+    for (int parts : {1, 2, 3, 9}) {
+      std::vector<at::Tensor> cpu_parts, gpu_parts;
+      for (int k = 0; k < parts; ++k) {
+        at::Tensor x = random_values(n, static_cast<uint64_t>(17 * n + k));
+        cpu_parts.push_back(MinMaxUInt8::compress(x, 1));
+        gpu_parts.push_back(cpu_parts.back().to(gpu));
+      }
+      for (bool average : {false, true}) {
+        for (bool aligned : {true, false}) {
+          at::Tensor want = at::empty({n});
+          MinMaxUInt8::decompress_sum(cpu_parts, want, average);
+          at::Tensor storage = at::full({n + 1}, 7.0f, at::TensorOptions().device(gpu));
+          at::Tensor got = aligned ? storage.narrow(0, 0, n) : storage.narrow(0, 1, n);
+          MinMaxUInt8::decompress_sum(gpu_parts, got, average);
+          ASSERT_TRUE(at::equal(got.cpu(), want))
+              << "n=" << n << " parts=" << parts << " average=" << average << " aligned=" << aligned;
+        }
+      }
+    }
+    for (int64_t chunks : {1, 3, 8}) {
+      at::Tensor x = random_values(n, static_cast<uint64_t>(n + 5 * chunks));
+      at::Tensor z = MinMaxUInt8::compress(x, chunks);
+      at::Tensor base = random_values(n, static_cast<uint64_t>(n + 11 * chunks));
+      at::Tensor want = base.clone();
+      MinMaxUInt8::decompress_add(z, want, chunks);
+      at::Tensor got = base.to(gpu);
+      MinMaxUInt8::decompress_add(z.to(gpu), got, chunks);
+      ASSERT_TRUE(at::equal(got.cpu(), want)) << "n=" << n << " chunks=" << chunks;
+    }
+  }
+}
+
 }  // namespace

@@ -477,8 +477,21 @@ void MinMaxUInt8::decompress(const at::Tensor& compressed, at::Tensor& out, int6
 
 void MinMaxUInt8::decompress_add(const at::Tensor& compressed, at::Tensor& out, int64_t chunks) {
   check_chunks(chunks, "decompress_add");
-  const bool fused = out.defined() && out.is_cpu() && out.scalar_type() == at::kFloat && out.is_contiguous() &&
-                     compressed.defined() && compressed.is_cpu();
+  const bool plain = out.defined() && out.scalar_type() == at::kFloat && out.is_contiguous() && compressed.defined();
+#ifdef BAGUA_CUDA_KERNELS
+  if (plain && out.is_cuda() && compressed.is_cuda()) {  // one pass on the GPU
+    const int64_t numel = out.numel();
+    check_compressed("decompress_add", compressed, out.device(), numel, chunks);
+    at::Tensor src = compressed.contiguous();
+    const uint8_t* in = src.data_ptr<uint8_t>();
+    c10::cuda::CUDAGuard guard(out.device());
+    comm::cuda::minmax_uint8_dequantise_sum(&in, 1, numel, chunks, chunk_numel(numel, chunks),
+                                            chunk_stride(numel, chunks), true, 0.0f, out.data_ptr<float>(),
+                                            c10::cuda::getCurrentCUDAStream(out.device().index()).stream());
+    return;
+  }
+#endif
+  const bool fused = plain && out.is_cpu() && compressed.is_cpu();
   if (!fused) {
     at::Tensor scratch = at::empty(out.defined() ? out.sizes() : at::IntArrayRef{0},
                                    out.defined() ? out.options() : at::TensorOptions());
@@ -510,6 +523,22 @@ void MinMaxUInt8::decompress_sum(const std::vector<at::Tensor>& parts, at::Tenso
     check_compressed("decompress_sum: part " + std::to_string(k), parts[k], out.device(), numel, 1);
   }
   const auto n = static_cast<int64_t>(parts.size());
+#ifdef BAGUA_CUDA_KERNELS
+  if (out.is_cuda() && out.scalar_type() == at::kFloat && out.is_contiguous()) {  // one pass on the GPU
+    std::vector<at::Tensor> held;  // contiguous parts, alive until the kernels are queued
+    std::vector<const uint8_t*> sources;
+    for (const auto& p : parts) {
+      held.push_back(p.contiguous());
+      sources.push_back(held.back().data_ptr<uint8_t>());
+    }
+    c10::cuda::CUDAGuard guard(out.device());
+    comm::cuda::minmax_uint8_dequantise_sum(sources.data(), static_cast<int>(n), numel, 1, numel,
+                                            chunk_stride(numel, 1), false, average ? static_cast<float>(n) : 0.0f,
+                                            out.data_ptr<float>(),
+                                            c10::cuda::getCurrentCUDAStream(out.device().index()).stream());
+    return;
+  }
+#endif
   if (!out.is_cpu() || out.scalar_type() != at::kFloat || !out.is_contiguous()) {
     // Not the CPU's fused loop: decompress and add one part at a time.
     at::Tensor sum = at::zeros({numel}, out.options().dtype(at::kFloat));

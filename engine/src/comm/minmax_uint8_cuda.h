@@ -19,4 +19,12 @@ void minmax_uint8_compress(const float* in, int64_t numel, int64_t chunks, int64
 void minmax_uint8_decompress(const uint8_t* in, int64_t numel, int64_t chunks, int64_t chunk_numel,
                              int64_t stride, float* out, void* stream);
 
+// out[i] = ((accumulate ? out[i] : 0) + d_0[i] + ... + d_{count-1}[i])
+// [/ divisor, when not 0], d_k the values of sources[k] (each `chunks`
+// chunks of `chunk_numel` values, `stride` bytes apart): the CPU loop's
+// terms in its order, so the same bits. One pass per 8 sources.
+void minmax_uint8_dequantise_sum(const uint8_t* const* sources, int count, int64_t numel, int64_t chunks,
+                                 int64_t chunk_numel, int64_t stride, bool accumulate, float divisor, float* out,
+                                 void* stream);
+
 }  // namespace bagua::comm::cuda
