@@ -4,7 +4,9 @@
 #include <bagua/errors.h>
 #include <bagua/launch.h>
 
+#include "comm/c10d_compat.h"
 #include "common/libtorch_compat.h"
+#include "common/progress.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -545,6 +547,91 @@ TEST(LaunchFailure, ARankExitingWithACauseStatusIsNamedEvenWhenAPeerFailedFirst)
       EXPECT_EQ(result.failure_tail, std::vector<std::string>{"Connection closed by peer"});
     }
   }
+}
+
+// A rank killed from outside and a peer failing on the broken connection a
+// moment later are often both found dead in one look of the supervisor:
+// the killed rank is the cause, whatever the ranks' order. Here the
+// supervisor is held in its stop_when hook (asked from its loop) until both
+// are dead, so one pass finds both, rank 0 (the echo) first in rank order.
+TEST(LaunchFailure, OfWorkersFoundDeadTogetherTheOneKilledIsTheCause) {
+  TempDir dir;
+  CaptureFile out(dir / "out"), err(dir / "err");
+  auto options = options_for(R"sh(
+    echo $$ > "$ENV_DIR/pid-$RANK.tmp" && mv "$ENV_DIR/pid-$RANK.tmp" "$ENV_DIR/pid-$RANK"
+    while [ ! -e "$ENV_DIR/go" ]; do sleep 0.02; done
+    if [ $RANK = 1 ]; then kill -9 $$; fi
+    while [ "$(cut -d' ' -f3 /proc/$(cat "$ENV_DIR/pid-1")/stat)" != Z ]; do sleep 0.01; done
+    echo "Connection reset by peer"; exit 3
+  )sh", 2, out, err);
+  options.extra_env = {{"ENV_DIR", dir.path().string()}};
+  auto state = [&](int rank) {
+    const std::string pid = read_file(dir / ("pid-" + std::to_string(rank)));
+    if (pid.empty()) return std::string();
+    const std::string stat = read_file("/proc/" + std::to_string(std::stoi(pid)) + "/stat");
+    const size_t close = stat.rfind(')');
+    return close == std::string::npos || close + 2 >= stat.size() ? std::string() : stat.substr(close + 2, 1);
+  };
+  bool held = false;
+  options.stop_when = [&]() -> std::optional<std::string> {
+    if (held) return std::nullopt;
+    held = true;
+    EXPECT_TRUE(wait_until([&] { return !state(0).empty() && !state(1).empty(); }, 10s));
+    std::ofstream(dir / "go").put('\n');
+    EXPECT_TRUE(wait_until([&] { return state(0) == "Z" && state(1) == "Z"; }, 10s));
+    return std::nullopt;
+  };
+  bagua::LaunchResult result = bagua::LocalSupervisor(options).run();
+  ASSERT_TRUE(result.first_failure.has_value());
+  EXPECT_EQ(result.first_failure->rank, 1);
+  EXPECT_TRUE(result.first_failure->signaled);
+  EXPECT_EQ(result.first_failure->status, SIGKILL);
+  EXPECT_EQ(result.workers[0].status, 3);
+  EXPECT_THAT(result.summary(), HasSubstr("rank 1 (local rank 1) failed with signal 9 (SIGKILL)"));
+}
+
+// Of ranks that both exit 4 (a diverged training), the cause is the one
+// whose first non-finite step ran earliest as the ranks told the launcher
+// (their progress reports, common/progress.h), not the first to exit.
+// The reports are written here, as workers would; rank 0 exits 4 first,
+// rank 1 only once the launcher's SIGTERM reaches it.
+TEST(LaunchFailure, OfRanksThatDivergedTheEarliestIsTheCauseNotTheFirstToExit) {
+  TempDir dir;
+  CaptureFile out(dir / "out"), err(dir / "err");
+  bagua::RendezvousServer server("127.0.0.1", 0);
+  {
+    auto store = bagua::comm::make_prefix_store(
+        "attempt-0/", bagua::comm::make_tcp_store("127.0.0.1", server.port(), false, 1, std::chrono::seconds(10)));
+    const int64_t t = 1795000000000;
+    for (auto [rank, diverged] : {std::pair<int, int64_t>{0, t + 40}, {1, t}}) {
+      store->set(bagua::progress::rank_key(rank),
+                 bagua::progress::encode({1, 12, 0, diverged, bagua::progress::kExitedPhase}));
+    }
+  }
+  auto options = options_for(R"sh(
+    if [ $RANK = 0 ]; then
+      while [ ! -e "$ENV_DIR/ready" ]; do sleep 0.02; done
+      echo "diverged at step 13 on rank 0"; exit 4
+    fi
+    trap 'echo "diverged at step 11 on rank 1"; exit 4' TERM
+    touch "$ENV_DIR/ready"
+    while :; do sleep 0.02; done
+  )sh", 2, out, err);
+  options.extra_env = {{"ENV_DIR", dir.path().string()}};
+  options.master_port = server.port();
+  options.watch_progress = true;
+  options.cause_statuses = {2, 4};
+  bagua::LaunchResult result = bagua::LocalSupervisor(options).run();
+  ASSERT_TRUE(result.first_failure.has_value());
+  EXPECT_EQ(result.first_failure->rank, 1);
+  EXPECT_EQ(result.first_failure->describe(), "exit code 4");
+  EXPECT_EQ(result.workers[0].status, 4);
+  EXPECT_FALSE(result.workers[0].stopped_by_supervisor) << "rank 0 left on its own";
+  EXPECT_FALSE(result.workers[1].stopped_by_supervisor) << "rank 1 is the cause, not a worker stopped for it";
+  EXPECT_THAT(result.summary(), HasSubstr("rank 1 (local rank 1) failed with exit code 4"));
+  EXPECT_THAT(result.summary(), HasSubstr("also failed on their own: rank 0 (exit code 4)"));
+  // (sh may also say its sleep was "Terminated")
+  EXPECT_THAT(result.failure_tail, ::testing::Contains("diverged at step 11 on rank 1"));
 }
 
 TEST(LaunchFailure, DeathBySignalIsNamed) {

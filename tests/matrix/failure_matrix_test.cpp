@@ -49,22 +49,6 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// The worker process stopped (state T) whose command line mentions `marker`.
-pid_t stopped_worker(const std::string& marker) {
-  for (int tries = 0; tries < 3000; ++tries) {
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const std::string stat = read_file(entry.path() / "stat");
-      const auto close = stat.rfind(')');
-      if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T') continue;
-      if (contains(read_file(entry.path() / "cmdline"), marker)) return static_cast<pid_t>(std::stoi(name));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
-
 using Cell = std::tuple<std::string, std::string>;  // algorithm, failure
 
 class FailureMatrix : public RunTest, public ::testing::WithParamInterface<Cell> {

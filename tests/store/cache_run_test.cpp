@@ -136,29 +136,6 @@ TEST_F(CacheRunTest, KillingBaguaOutrightTakesItsServerWithIt) {
   EXPECT_FALSE(process_exists(server)) << "redis-server " << server << " outlived a SIGKILLed bagua";
 }
 
-// The process stopped by BAGUA_STOP_AT_STEP whose command line mentions
-// `marker`, waiting up to 60 s; -1 if none.
-pid_t wait_for_stopped_worker(const std::string& marker) {
-  for (int tries = 0; tries < 6000; ++tries) {
-    DIR* proc = ::opendir("/proc");
-    for (dirent* e = proc ? ::readdir(proc) : nullptr; e != nullptr; e = ::readdir(proc)) {
-      const pid_t pid = std::atoi(e->d_name);
-      if (pid <= 0) continue;
-      const std::string stat = read_file("/proc/" + std::string(e->d_name) + "/stat");
-      const auto close = stat.rfind(')');
-      if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T') continue;
-      std::string cmdline = read_file("/proc/" + std::string(e->d_name) + "/cmdline");
-      if (cmdline.find(marker) != std::string::npos) {
-        ::closedir(proc);
-        return pid;
-      }
-    }
-    if (proc) ::closedir(proc);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
-
 TEST_F(CacheRunTest, AServerKilledMidRunChangesNothingButOneWarningPerWorker) {
   const std::string recipe = write_csv_recipe("plain");
   RunOutcome plain = bagua_run(recipe);
@@ -179,7 +156,7 @@ TEST_F(CacheRunTest, AServerKilledMidRunChangesNothingButOneWarningPerWorker) {
   const std::string warm_recipe = write_csv_recipe("warm");
   RunOutcome warm;
   std::thread run([&] { warm = bagua_run(warm_recipe + cache, env + " BAGUA_STOP_AT_STEP=0:6"); });
-  const pid_t stopped = wait_for_stopped_worker(warm_recipe);
+  const pid_t stopped = stopped_worker(warm_recipe);
   server->stop();
   if (stopped > 0) ::kill(stopped, SIGCONT);
   run.join();

@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bagua::testing {
@@ -58,7 +60,23 @@ inline RunOutcome bagua_run(const std::string& args, const std::string& env = ""
   return bagua_command("run", args, env);
 }
 
-// The parameters of a saved TorchScript model, in order.
+// The worker process stopped (state T: BAGUA_STOP_AT_STEP) whose command
+// line mentions `marker`, waiting up to 60 s; -1 if none.
+inline pid_t stopped_worker(const std::string& marker) {
+  for (int tries = 0; tries < 6000; ++tries) {
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string stat = read_file(entry.path() / "stat");
+      const auto close = stat.rfind(')');
+      if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T') continue;
+      if (contains(read_file(entry.path() / "cmdline"), marker)) return static_cast<pid_t>(std::stoi(name));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 // `bagua run ARGS` started in the background, its output into `out`; the
 // caller signals and waits for the pid (the launcher's: exec'd by sh).
 inline pid_t start_bagua_run(const std::string& args, const fs::path& out) {
@@ -71,6 +89,7 @@ inline pid_t start_bagua_run(const std::string& args, const fs::path& out) {
   return pid;
 }
 
+// The parameters of a saved TorchScript model, in order.
 inline std::vector<at::Tensor> model_parameters(const fs::path& model_pt) {
   torch::jit::Module m = torch::jit::load(model_pt.string());
   std::vector<at::Tensor> out;

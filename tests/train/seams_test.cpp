@@ -22,11 +22,13 @@
 
 #include <malloc.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -91,9 +93,11 @@ TEST(ProgressPhases, OnlyStartUpCheckpointsEvaluationAndTheEndMayTakeLong) {
   for (Phase p : {Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer, Phase::kCoordination}) {
     EXPECT_FALSE(bagua::progress::phase_may_take_long(bagua::train::phase_name(p))) << bagua::train::phase_name(p);
   }
-  const auto r = bagua::progress::decode(bagua::progress::encode({7, 20, 345, "backward and gradient communication"}));
+  const auto r = bagua::progress::decode(
+      bagua::progress::encode({7, 20, 345, 1795000000123, "backward and gradient communication"}));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->collectives, 345);
+  EXPECT_EQ(r->diverged_ms, 1795000000123);
   EXPECT_EQ(r->phase, "backward and gradient communication");
 }
 
@@ -200,10 +204,22 @@ TEST(NonFiniteGuard, SkipStepSkipsOnlyNonFiniteStepsAndWarnsOnce) {
   EXPECT_NE(warnings[0].find("step 2:"), std::string::npos) << warnings[0];
 }
 
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 TEST(NonFiniteGuard, StopNamesTheStepTheGradientAndTheSamples) {
   std::vector<std::string> warnings;
-  auto g = guard(bagua::OnNonFinite::kStop, &warnings);
+  join_alone();
+  bagua::train::NonFiniteGuard::Options o;
+  o.mode = bagua::OnNonFinite::kStop;
+  o.control = gloo_twin();
+  std::vector<int64_t> told;  // the divergence times the launcher is told (progress.h)
+  o.diverged = [&told](int64_t ms) { told.push_back(ms); };
+  bagua::train::NonFiniteGuard g(o, [&warnings](const std::string& w) { warnings.push_back(w); });
   auto bad = param_with_grad(std::nanf(""));
+  const int64_t before = unix_ms();
   try {
     g.check_step(41, 2, torch::tensor(1.0f), bad, {}, batch);
     FAIL() << "no DivergedError";
@@ -213,6 +229,9 @@ TEST(NonFiniteGuard, StopNamesTheStepTheGradientAndTheSamples) {
     EXPECT_NE(m.find("the gradient of layer.weight holds NaN or infinity on rank 0"), std::string::npos) << m;
     EXPECT_NE(m.find("training samples [3, 1, 4]"), std::string::npos) << m;
   }
+  ASSERT_EQ(told.size(), 1u) << "told once, before the error";
+  EXPECT_GE(told[0], before);
+  EXPECT_LE(told[0], unix_ms());
   EXPECT_NO_THROW(g.check_window(50)) << "the window verdict is for GPUs only";
 }
 
@@ -226,12 +245,17 @@ TEST(NonFiniteGuard, RecordsTheFirstNonFiniteStepOnTheGpu) {
   o.mode = bagua::OnNonFinite::kStop;
   o.device = at::Device(at::kCUDA, 0);
   o.control = gloo_twin();
+  std::vector<int64_t> told;
+  o.diverged = [&told](int64_t ms) { told.push_back(ms); };
   bagua::train::NonFiniteGuard g(o, [](const std::string&) {});
   auto on_gpu = [](float v) { return torch::tensor(v).to(at::Device(at::kCUDA, 0)); };
   for (int64_t step = 0; step < 4; ++step) EXPECT_FALSE(g.check_step(step, 0, on_gpu(1.0f), {}, {}, batch));
   EXPECT_NO_THROW(g.check_window(4));
   EXPECT_FALSE(g.check_step(4, 0, on_gpu(1.0f), {}, {}, batch));
+  const int64_t before_bad = unix_ms();
   EXPECT_FALSE(g.check_step(5, 0, on_gpu(std::nanf("")), {}, {}, batch));  // step 6
+  const int64_t after_bad = unix_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(g.check_step(6, 0, on_gpu(std::nanf("")), {}, {}, batch));
   EXPECT_FALSE(g.check_step(7, 0, on_gpu(1.0f), {}, {}, batch));
   try {
@@ -244,6 +268,10 @@ TEST(NonFiniteGuard, RecordsTheFirstNonFiniteStepOnTheGpu) {
     EXPECT_NE(m.find("here after step 8"), std::string::npos) << m;
     EXPECT_NE(m.find("Nothing was saved after step 4"), std::string::npos) << m;
   }
+  // The launcher is told when step 6 ran, not when its verdict was read.
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_GE(told[0], before_bad);
+  EXPECT_LE(told[0], after_bad);
 }
 
 TEST(NonFiniteGuard, TwoRanksSkipTogether) { expect_all_checks_passed(run_workers("guard_skip", 2), 2); }

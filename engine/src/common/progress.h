@@ -3,12 +3,14 @@
 // every second by the worker's reporter thread, read by the launchers'
 // progress watch (launch/progress_monitor.h).
 //
-//   bagua/progress/<rank>  "<beat> <step> <collectives> <phase>": beat
-//                          counts the reports (a frozen process stops
+//   bagua/progress/<rank>  "<beat> <step> <collectives> <diverged> <phase>":
+//                          beat counts the reports (a frozen process stops
 //                          counting), step the optimizer steps done,
 //                          collectives those the process started (a rank
 //                          hung before one its peers wait in has fewer),
-//                          phase what it is doing
+//                          diverged when this rank's first non-finite loss
+//                          or gradient was computed (Unix time in ms; 0:
+//                          none), phase what it is doing
 //   bagua/failure/<node>   "<text>": a launcher whose worker failed tells
 //                          the other nodes' launchers
 #pragma once
@@ -41,19 +43,26 @@ struct Report {
   int64_t beat = 0;
   int64_t step = 0;
   int64_t collectives = 0;
+  // The wall-clock time (ms since the Unix epoch) of the step whose loss or
+  // gradient this rank found non-finite, when that ended it (0: none). Of
+  // several ranks that each end with a diverged training (an asynchronous
+  // algorithm spreads one rank's NaN to its peers), the earliest is the
+  // cause: the launcher names it, whichever process exited first.
+  int64_t diverged_ms = 0;
   std::string phase;
 };
 
 inline std::vector<uint8_t> encode(const Report& r) {
   std::string text =
-      std::to_string(r.beat) + " " + std::to_string(r.step) + " " + std::to_string(r.collectives) + " " + r.phase;
+      std::to_string(r.beat) + " " + std::to_string(r.step) + " " + std::to_string(r.collectives) + " " +
+      std::to_string(r.diverged_ms) + " " + r.phase;
   return {text.begin(), text.end()};
 }
 
 inline std::optional<Report> decode(const std::vector<uint8_t>& bytes) {
   std::istringstream in(std::string(bytes.begin(), bytes.end()));
   Report r;
-  if (!(in >> r.beat >> r.step >> r.collectives)) return std::nullopt;
+  if (!(in >> r.beat >> r.step >> r.collectives >> r.diverged_ms)) return std::nullopt;
   std::getline(in >> std::ws, r.phase);
   return r;
 }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <poll.h>
 #include <set>
@@ -137,6 +138,7 @@ class SupervisedRun {
       start(local_rank, env, dev_null.get());
     }
     supervise(*relay);
+    name_first_divergence();
     return result();
   }
 
@@ -273,7 +275,10 @@ class SupervisedRun {
 
   void kill_rank(int rank) {
     for (auto& w : workers_) {
-      if (w.running && w.exit.rank == rank) signal_group(w.exit.pid, SIGKILL);
+      if (w.running && w.exit.rank == rank) {
+        killed_ranks_.insert(rank);
+        signal_group(w.exit.pid, SIGKILL);
+      }
     }
   }
 
@@ -307,28 +312,59 @@ class SupervisedRun {
     for (auto& w : workers_) signal_group(w.exit.pid, SIGKILL);
   }
 
+  // Whether `w` has exited; if so, records how (left a zombie: WNOWAIT,
+  // reaped after the final sweep).
+  bool seen_exit(Worker& w) {
+    siginfo_t info{};
+    int r = ::waitid(P_PID, static_cast<id_t>(w.exit.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r < 0 && errno == EINTR) return false;
+    if (r == 0 && info.si_pid == 0) return false;  // still running
+    w.running = false;
+    if (r < 0) {  // ECHILD: someone else reaped it; we cannot know how it ended
+      w.exit.status = -1;
+    } else {
+      w.zombie = true;
+      w.exit.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+      w.exit.status = info.si_status;
+    }
+    return true;
+  }
+
+  // How likely an exit is to be a failure's cause rather than its echo
+  // (lower: likelier): a rank whose exit status names the cause (bad input,
+  // a diverged training); one killed by a signal we did not send (kill -9,
+  // the OOM killer, a crash); then the rest, which include the peers that
+  // lost their connection to it (an error exit, or SIGPIPE).
+  int cause_rank(const WorkerExit& e) const {
+    if (is_cause(e)) return 0;
+    if (e.signaled && e.status != SIGPIPE && e.status != SIGTERM && e.status != SIGINT && !killed_ &&
+        !killed_ranks_.count(e.rank)) {
+      return 1;
+    }
+    return 2;
+  }
+
   // Collects the workers that exited; the first one that failed while we
-  // were not stopping anyone is the root cause.
+  // were not stopping anyone is the root cause. Workers that die together
+  // (one killed, its peers failing on the broken connection a moment
+  // later) are often all seen in one pass: they are taken cause first.
   void reap() {
+    std::vector<Worker*> exited;
     for (auto& w : workers_) {
-      if (!w.running) continue;
-      // Seen but left a zombie (WNOWAIT), reaped after the final sweep.
-      siginfo_t info{};
-      int r = ::waitid(P_PID, static_cast<id_t>(w.exit.pid), &info, WEXITED | WNOHANG | WNOWAIT);
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0 && info.si_pid == 0) continue;  // still running
-      w.running = false;
-      if (r < 0) {  // ECHILD: someone else reaped it; we cannot know how it ended
-        w.exit.status = -1;
-      } else {
-        w.zombie = true;
-        if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
-          w.exit.signaled = true;
-          w.exit.status = info.si_status;
-        } else {
-          w.exit.status = info.si_status;
-        }
+      if (w.running && seen_exit(w)) exited.push_back(&w);
+    }
+    // One that exited before a failure seen in this pass, but after the
+    // loop had passed it, belongs to the same moment: one more look.
+    if (!exited.empty()) {
+      for (auto& w : workers_) {
+        if (w.running && seen_exit(w)) exited.push_back(&w);
       }
+    }
+    std::stable_sort(exited.begin(), exited.end(), [this](const Worker* a, const Worker* b) {
+      return cause_rank(a->exit) < cause_rank(b->exit);
+    });
+    for (Worker* worker : exited) {
+      Worker& w = *worker;
       if (first_failure_ && is_cause(w.exit) && !first_failure_->signaled && !is_cause(*first_failure_)) {
         // The rank that found the problem, not the peer that lost it first:
         // it was leaving on its own, whatever our SIGTERM.
@@ -340,11 +376,11 @@ class SupervisedRun {
         if (monitor_) {
           // A rank that went silent first is the likely cause (its peers
           // timed out waiting); the other nodes stop too.
-          std::set<int> exited;
+          std::set<int> gone;
           for (const auto& other : workers_) {
-            if (!other.running) exited.insert(other.exit.rank);
+            if (!other.running) gone.insert(other.exit.rank);
           }
-          if (auto silent = monitor_->silent_rank(exited)) {
+          if (auto silent = monitor_->silent_rank(gone)) {
             stall_ = silent->second;
             kill_rank(silent->first);
           }
@@ -359,6 +395,29 @@ class SupervisedRun {
       }
     }
     if (first_failure_) begin_stop();
+  }
+
+  // Once every worker has exited: of several ranks whose training diverged
+  // (an asynchronous algorithm carries one rank's NaN to its peers, and a
+  // peer may find its own first and leave sooner), the cause is the one
+  // whose first non-finite step ran earliest, as each reported it.
+  void name_first_divergence() {
+    if (!monitor_ || !first_failure_ || !is_cause(*first_failure_)) return;
+    int causes = 0;
+    for (const auto& w : workers_) causes += is_cause(w.exit) ? 1 : 0;
+    if (causes < 2) return;
+    const std::map<int, int64_t> diverged = monitor_->diverged_ranks(std::chrono::seconds(2));
+    Worker* first = nullptr;
+    for (auto& w : workers_) {
+      auto it = diverged.find(w.exit.rank);
+      if (!is_cause(w.exit) || it == diverged.end()) continue;
+      if (!first || it->second < diverged.at(first->exit.rank)) first = &w;
+    }
+    if (!first || first->exit.rank == first_failure_->rank) return;
+    auto previous = diverged.find(first_failure_->rank);
+    if (previous != diverged.end() && previous->second <= diverged.at(first->exit.rank)) return;
+    first->exit.stopped_by_supervisor = false;  // it was leaving on its own, whatever our SIGTERM
+    first_failure_ = first->exit;
   }
 
   bool is_cause(const WorkerExit& e) const {
@@ -496,6 +555,7 @@ class SupervisedRun {
   std::vector<Worker> workers_;
   bool stopping_ = false;
   bool killed_ = false;
+  std::set<int> killed_ranks_;  // ranks we killed on purpose (a stalled one)
   Clock::time_point kill_deadline_;
   std::optional<WorkerExit> first_failure_;
   std::unique_ptr<launch::ProgressMonitor> monitor_;

@@ -111,6 +111,24 @@ std::string ProgressMonitor::earlier_remote_failure(std::chrono::milliseconds wa
   }
 }
 
+std::map<int, int64_t> ProgressMonitor::diverged_ranks(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // A poll that starts after this call: one already under way may have
+  // read the store before the last report came.
+  const int64_t wanted = polls_ + 2;
+  const auto deadline = Clock::now() + wait;
+  while (polls_ < wanted && Clock::now() < deadline && !quit_) {
+    poll_now_ = true;
+    wake_.notify_all();
+    polled_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
+  std::map<int, int64_t> diverged;
+  for (const auto& [rank, s] : ranks_) {
+    if (s.diverged_ms > 0) diverged[rank] = s.diverged_ms;
+  }
+  return diverged;
+}
+
 std::optional<std::pair<int, std::string>> ProgressMonitor::silent_rank(const std::set<int>& exited) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = Clock::now();
@@ -285,6 +303,7 @@ void ProgressMonitor::poll_once(Connection& connection) {
     s.beat = reports[r]->beat;
     s.step = reports[r]->step;
     s.collectives = reports[r]->collectives;
+    s.diverged_ms = reports[r]->diverged_ms;
     s.phase = reports[r]->phase;
   }
   first_remote_failure_ = failure;
@@ -307,6 +326,7 @@ void ProgressMonitor::loop() {
       connection.store.reset();
     }
     std::unique_lock<std::mutex> lock(mutex_);
+    ++polls_;
     polled_.notify_all();
     if (quit_) break;
     wake_.wait_for(lock, std::chrono::seconds(1), [this] { return quit_ || poll_now_ || !pending_failure_.empty(); });

@@ -56,10 +56,15 @@ class ProgressMonitor {
   // each learns which came first. Waits at most `wait` for the store.
   std::string earlier_remote_failure(std::chrono::milliseconds wait);
 
+  // The ranks whose training diverged, by when their first non-finite step
+  // ran (Unix ms; common/progress.h), after a fresh poll of the store
+  // (waiting at most `wait` for it).
+  std::map<int, int64_t> diverged_ranks(std::chrono::milliseconds wait);
+
  private:
   struct RankState {
     bool seen = false;
-    int64_t beat = -1, step = -1, collectives = -1;
+    int64_t beat = -1, step = -1, collectives = -1, diverged_ms = 0;
     std::string phase;
     std::chrono::steady_clock::time_point last_beat, last_progress;
   };
@@ -79,6 +84,7 @@ class ProgressMonitor {
   std::condition_variable wake_;
   bool quit_ = false;
   bool poll_now_ = false;  // earlier_remote_failure() waits for a fresh poll
+  int64_t polls_ = 0;      // polls done (a fresh one has a higher number)
   std::condition_variable polled_;
   int64_t my_failure_order_ = 0;      // this node's failure's number, once published
   std::string first_remote_failure_;  // the other nodes' lowest-numbered failure

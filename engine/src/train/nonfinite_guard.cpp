@@ -5,9 +5,17 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace bagua::train {
+
+namespace {
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 NonFiniteGuard::NonFiniteGuard(Options options, std::function<void(const std::string&)> warn)
     : options_(std::move(options)), warn_(std::move(warn)) {}
@@ -25,6 +33,7 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
     first_bad_ = at::where(newly_bad, step_on_device_, first_bad_);
     step_on_device_.add_(1);
     next_step_ = steps_done + 1;
+    step_times_.emplace_back(steps_done + 1, unix_ms_now());
     return false;
   }
   // A sum is non-finite when a term is, so one sum per tensor (no
@@ -118,6 +127,9 @@ bool NonFiniteGuard::check_step(int64_t steps_done, int64_t epoch, const at::Ten
   const size_t shown = std::min<size_t>(culprit_samples.size(), 32);
   for (size_t i = 0; i < shown; ++i) indices += (i ? ", " : "") + std::to_string(culprit_samples[i]);
   if (shown < culprit_samples.size()) indices += ", ... (" + std::to_string(culprit_samples.size()) + " in all)";
+  // Only the rank whose own loss or gradient it was: the launcher names the
+  // earliest of those that tell it.
+  if (options_.diverged && culprit == rank) options_.diverged(unix_ms_now());
   throw DivergedError("the training diverged at step " + std::to_string(steps_done + 1) + " (epoch " +
                       std::to_string(epoch + 1) + "): " + what + ". The batch of rank " + std::to_string(culprit) +
                       " held training samples [" + indices + "] (0-based indices into data.train). Nothing was "
@@ -131,6 +143,7 @@ void NonFiniteGuard::check_window(int64_t steps_done) {
   const bool agree = options_.synchronous && options_.world > 1 && options_.control;
   if (!first_bad_.defined() && !agree) {
     clean_step_ = steps_done;
+    step_times_.clear();
     return;
   }
   const int64_t mine = first_bad_.defined() ? first_bad_.item<int64_t>() : -1;
@@ -145,8 +158,10 @@ void NonFiniteGuard::check_window(int64_t steps_done) {
     if (s > 0 && (step < 0 || s < step)) step = s;
   if (step < 0) {
     clean_step_ = steps_done;
+    step_times_.clear();
     return;
   }
+  if (mine > 0) report_divergence(mine);
   std::vector<int> ranks;  // whose loss was not finite at that step
   for (size_t r = 0; r < firsts.size(); ++r)
     if (firsts[r] == step) ranks.push_back(agree ? static_cast<int>(r) : options_.rank);
@@ -159,6 +174,18 @@ void NonFiniteGuard::check_window(int64_t steps_done) {
                       "). Nothing was saved after step " + std::to_string(clean_step_) +
                       ": the checkpoints written so far are kept and no model.pt was written. Lower the learning "
                       "rate, or set train.on_nonfinite: skip_step");
+}
+
+void NonFiniteGuard::report_divergence(int64_t step) const {
+  if (!options_.diverged) return;
+  int64_t when = unix_ms_now();
+  for (const auto& [s, ms] : step_times_) {
+    if (s == step) {
+      when = ms;
+      break;
+    }
+  }
+  options_.diverged(when);
 }
 
 void NonFiniteGuard::algorithm_found_divergence(const DivergedError& found, int64_t steps_done) {

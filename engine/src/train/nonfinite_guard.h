@@ -53,6 +53,11 @@ class NonFiniteGuard {
     // (name, tensor) (AveragedOptimizerState): checked with the gradients,
     // and a non-finite one is the same on every rank. Null: none.
     std::function<NamedTensors()> averaged_state;
+    // Called before a DivergedError under stop is thrown, with the wall-clock
+    // time (ms since the Unix epoch) at which this rank computed its first
+    // non-finite step (on a GPU, when that step was queued): the launcher
+    // names the earliest of several diverged ranks (common/progress.h).
+    std::function<void(int64_t unix_ms)> diverged;
   };
 
   // `warn` prints a line for the user (rank 0's log).
@@ -91,6 +96,11 @@ class NonFiniteGuard {
   // finite, or -1; the number of the step being checked, both on the GPU.
   at::Tensor first_bad_, step_on_device_;
   int64_t next_step_ = -1;  // the steps_done that step_on_device_ holds + 1 for
+  // On a GPU under stop: (step, Unix ms when it was checked) of the steps
+  // since the last clean verdict, so that a verdict can say when its first
+  // bad step ran.
+  std::vector<std::pair<int64_t, int64_t>> step_times_;
+  void report_divergence(int64_t step) const;
 };
 
 }  // namespace bagua::train

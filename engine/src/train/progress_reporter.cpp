@@ -38,6 +38,11 @@ ProgressReporter::~ProgressReporter() {
   thread_.join();
 }
 
+void ProgressReporter::diverged(int64_t unix_ms) {
+  diverged_ms_.store(unix_ms, std::memory_order_relaxed);
+  wake_.notify_all();
+}
+
 void ProgressReporter::loop() {
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
@@ -53,21 +58,28 @@ void ProgressReporter::loop() {
   for (bool last = false; !last;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (report.beat > 0) wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return quit_; });
+      if (report.beat > 0) {
+        wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+          return quit_ || diverged_ms_.load(std::memory_order_relaxed) != report.diverged_ms;
+        });
+      }
       last = quit_;
     }
     const int64_t step = step_.load(std::memory_order_relaxed);
     const int64_t collectives = comm::collectives_started();
     const char* phase = last ? progress::kExitedPhase
                              : phase_name(static_cast<Phase>(phase_.load(std::memory_order_relaxed)));
+    const int64_t diverged = diverged_ms_.load(std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
-    if (report.beat > 0 && step == report.step && report.phase == phase && now - sent_at < std::chrono::seconds(1)) {
+    if (report.beat > 0 && step == report.step && report.phase == phase && diverged == report.diverged_ms &&
+        now - sent_at < std::chrono::seconds(1)) {
       continue;
     }
     sent_at = now;
     ++report.beat;
     report.step = step;
     report.collectives = collectives;
+    report.diverged_ms = diverged;
     report.phase = phase;
     try {
       if (!store) {

@@ -41,6 +41,10 @@ class ProgressReporter {
 
   void step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
   void phase(Phase phase) { phase_.store(static_cast<int>(phase), std::memory_order_relaxed); }
+  // This rank's training diverged: its first non-finite step was computed
+  // at `unix_ms` (common/progress.h). Sent at once, and in every report
+  // after, the last included.
+  void diverged(int64_t unix_ms);
 
  private:
   void loop();
@@ -48,6 +52,7 @@ class ProgressReporter {
   const int rank_, world_size_;
   std::atomic<int64_t> step_{0};
   std::atomic<int> phase_{static_cast<int>(Phase::kStarting)};
+  std::atomic<int64_t> diverged_ms_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
   bool quit_ = false;

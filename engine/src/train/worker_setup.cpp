@@ -252,6 +252,11 @@ void Worker::make_guard() {
       return state;
     };
   }
+  // Of several ranks that diverge, the launcher names the first (progress.h).
+  guard.diverged = [this](int64_t unix_ms) {
+    progress_->diverged(unix_ms);
+    if (faults_) faults_->on_diverged();
+  };
   // Async ranks skip alone: each says so in its own log.
   guard_ = std::make_unique<train::NonFiniteGuard>(guard, [this](const std::string& line) {
     if (algorithm_->traits.synchronous) {
