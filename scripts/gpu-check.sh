@@ -59,6 +59,12 @@ if [ -n "${BAGUA_DEBS:-}" ]; then
     if [ -e "$prefix$target" ]; then ln -sfn "$prefix$target" "$link"; fi
   done
   export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  # Debian keeps some headers under the multiarch directory (libjpeg's
+  # jconfig.h, which sets JPEG_LIB_VERSION): the prefix's must win over the
+  # machine's own /usr/include/x86_64-linux-gnu, or a libjpeg 8 header
+  # (Ubuntu's) meets Debian's libjpeg 62 at run time ("Wrong JPEG library
+  # version: library is 62, caller expects 80").
+  export CPATH="$prefix/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
   export PATH="$prefix/usr/bin:$PATH"
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   if [ ! -d /usr/share/datasets/fashion-mnist ] && [ -d "$prefix/usr/share/datasets/fashion-mnist" ]; then
@@ -86,6 +92,9 @@ for arg in "$@"; do
     *) echo "gpu-check: unknown argument $arg (known: --all, --no-bench, --bench-only)" >&2; exit 2 ;;
   esac
 done
+# The tests' PyTorch references (samplers, TorchScript checks, torchrun)
+# run with this machine's PyTorch, not Debian's /usr/bin/python3.
+export BAGUA_TEST_PYTHON="${BAGUA_TEST_PYTHON:-$(command -v "$py")}"
 if $build; then
 step build env BAGUA_PYTHON="$py" bash scripts/build.sh --cuda
 if [[ " ${failed[*]} " == *" build "* ]]; then

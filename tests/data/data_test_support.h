@@ -2,6 +2,7 @@
 // reference, temporary directories, and DataError expectations.
 #pragma once
 
+#include "support/python.h"
 #include <bagua/data.h>
 
 #include "common/libtorch_compat.h"
@@ -47,13 +48,13 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-// Runs `script` with /usr/bin/python3 (Debian's, the one with torch) and
+// Runs `script` with test_python() (Debian's /usr/bin/python3, with torch) and
 // returns its stdout; fails the test on a non-zero exit.
 inline std::string run_python(const std::string& script) {
   TempDir dir;
   std::string file = dir.file("script.py");
   write_file(file, script);
-  std::string cmd = "OMP_NUM_THREADS=1 /usr/bin/python3 " + file + " 2>" + dir.file("stderr");
+  std::string cmd = "OMP_NUM_THREADS=1 " + test_python() + " " + file + " 2>" + dir.file("stderr");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) {
     ADD_FAILURE() << "popen failed";

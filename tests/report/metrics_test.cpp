@@ -2,6 +2,7 @@
 // read back by an independent Python reader (read_tfevents.py: TFRecord
 // framing and CRC32C by hand, Event protos through Debian's python3-protobuf)
 // and compared with metrics.jsonl, and `bagua report` on a real run's output.
+#include "support/python.h"
 #include "support/bagua_run.h"
 
 #include <bagua/errors.h>
@@ -31,7 +32,7 @@ double as_float32(double v) { return static_cast<double>(static_cast<float>(v));
 // Every event file in `dir` as read_tfevents.py decodes them.
 json read_events(const fs::path& dir) {
   const fs::path out = dir.parent_path() / "events.json";
-  const std::string cmd = "/usr/bin/python3 " + kSource + "/tests/fixtures/read_tfevents.py " + dir.string() + " > " +
+  const std::string cmd = test_python() + " " + kSource + "/tests/fixtures/read_tfevents.py " + dir.string() + " > " +
                           out.string() + " 2> " + out.string() + ".err";
   const int status = std::system(cmd.c_str());
   EXPECT_EQ(status, 0) << read_file(out.string() + ".err");
@@ -120,7 +121,7 @@ void check_report(const fs::path& work, const fs::path& out) {
   // The SVG is well-formed XML with one polyline per curve, each with one
   // point per record (checked by Python's XML parser, not by this code).
   const std::string check =
-      "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as ET\n"
+      test_python() + " -c \"import sys, xml.etree.ElementTree as ET\n"
       "root = ET.parse(sys.argv[1]).getroot()\n"
       "for p in root.iter('{http://www.w3.org/2000/svg}polyline'):\n"
       "    print(p.get('data-series'), len(p.get('points').split()))\" " +

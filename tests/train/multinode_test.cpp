@@ -6,6 +6,7 @@
 //
 // Needs root and iproute2's `ip` (CI has both); skipped otherwise.
 #include "comm/network_route.h"
+#include "support/python.h"
 #include "support/bagua_run.h"
 #include "support/namespace_nodes.h"
 
@@ -280,10 +281,10 @@ TEST_F(MultiNodeTest, TorchrunStyleWorkersOnTwoNodesPickTheirInterface) {
 // Debian's torchrun (python3-torch), through the wrapper that mends its
 // Std.from_str on Python 3.11 (tests/fixtures/torchrun/torchrun.py).
 std::string torchrun(const std::string& args) {
-  return "/usr/bin/python3 " + kSource + "/tests/fixtures/torchrun/torchrun.py " + args;
+  return test_python() + " " + kSource + "/tests/fixtures/torchrun/torchrun.py " + args;
 }
 
-bool torchrun_available() { return shell("/usr/bin/python3 -c 'import torch.distributed.run'") == 0; }
+bool torchrun_available() { return shell(test_python() + " -c 'import torch.distributed.run'") == 0; }
 
 // PyTorch's own torchrun starts `bagua run` as its worker command on two
 // nodes, with its static rendezvous (--master-addr) and with its c10d one
@@ -291,7 +292,7 @@ bool torchrun_available() { return shell("/usr/bin/python3 -c 'import torch.dist
 // Each node has its own host name (torchrun's agent tells the workers its
 // host's name as MASTER_ADDR), resolved by every node.
 TEST_F(MultiNodeTest, TorchrunStartsBaguaRunOnTwoNodesWithStaticAndC10dRendezvous) {
-  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  if (!torchrun_available()) GTEST_SKIP() << "torchrun is not importable from " << test_python();
   nodes_->name_every_node();
   const std::string recipe = recipe_file("torchrun_engine", "{name: gradient_allreduce}");
   for (const std::string rendezvous : {"static", "c10d"}) {
@@ -661,7 +662,7 @@ class ElasticExample {
 // exactly once (counted by index, the steps the rollback voided dropped:
 // 960 divides among 6 and what is left among 4, so nothing is padded).
 TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNewWorldSize) {
-  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  if (!torchrun_available()) GTEST_SKIP() << "torchrun is not importable from " << test_python();
   ElasticExample example(dir_, images960(), labels960());
   std::unique_ptr<Node> agents[3];
   for (int pod = 0; pod < 3; ++pod) agents[pod] = example.start(pod);
@@ -691,7 +692,7 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleLosesAPodAndBaguaResumesAtTheNe
 // pods finish; every sample of each epoch is trained on, and only the
 // padding of the epoch it grew in (at most 5 samples there) twice.
 TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
-  if (!torchrun_available()) GTEST_SKIP() << "python3-torch's torchrun is not importable from /usr/bin/python3";
+  if (!torchrun_available()) GTEST_SKIP() << "torchrun is not importable from " << test_python();
   ElasticExample example(dir_, images960(), labels960());
   const ElasticExample::Grown grown = example.grow_by_one_at(20);
   const std::string& all = grown.all;

@@ -3,6 +3,7 @@
 // output the loss cannot take fail in the launcher, before any worker
 // starts, in one line naming the key to change, with no C++ or
 // TorchScript traceback in front of the user.
+#include "support/python.h"
 #include "support/bagua_run.h"
 #include "train/worker_environment.h"
 
@@ -40,7 +41,7 @@ class Preflight : public RunTest {
   void python(const std::string& script, const fs::path& out) {
     const fs::path file = dir_ / "make.py";
     std::ofstream(file) << script;
-    const std::string cmd = "/usr/bin/python3 " + file.string() + " " + out.string() + " 2>&1";
+    const std::string cmd = test_python() + " " + file.string() + " " + out.string() + " 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 };

@@ -3,6 +3,7 @@
 // is kept when train.global_batch_size asks, algorithms that keep one model
 // per worker restart from the workers' average. Real runs of `bagua run`
 // on real Fashion-MNIST samples.
+#include "support/python.h"
 #include "support/bagua_run.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ std::string small_data_recipe(const fs::path& dir, int n, const std::string& nam
       "open('" + (dir / "small-labels-idx1-ubyte").string() + "', 'wb').write(struct.pack('>II', 2049, n) + labels[8:8 + n])\n";
   const fs::path py = dir / "small.py";
   std::ofstream(py) << script;
-  EXPECT_EQ(std::system(("/usr/bin/python3 " + py.string()).c_str()), 0);
+  EXPECT_EQ(std::system((test_python() + " " + py.string()).c_str()), 0);
   const fs::path path = dir / (name + ".yaml");
   std::ofstream(path) << "name: " << name << "\n"
                       << "model: {torchscript: " << kSource << "/tests/fixtures/models/mlp_small.pt, loss: cross_entropy}\n"

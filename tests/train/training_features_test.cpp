@@ -5,6 +5,7 @@
 // uninterrupted run does; the logged grad_norm and the clipped step equal
 // PyTorch's on the same samples; bf16 trains to within a stated margin of
 // fp32.
+#include "support/python.h"
 #include "support/bagua_run.h"
 
 #include <gtest/gtest.h>
@@ -119,7 +120,7 @@ TEST_F(RunTest, TheLoggedGradNormAndTheClippedStepArePyTorchs) {
                        "done = torch.jit.load('" << (dir_ / "clip" / "model.pt").string() << "')\n"
                        "diff = max((a - b).abs().max().item() for a, b in zip(m.parameters(), done.parameters()))\n"
                        "print(norm.item(), diff)\n";
-  FILE* pipe = popen(("OMP_NUM_THREADS=1 /usr/bin/python3 " + py.string()).c_str(), "r");
+  FILE* pipe = popen(("OMP_NUM_THREADS=1 " + test_python() + " " + py.string()).c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   double norm = -1, diff = -1;
   ASSERT_EQ(fscanf(pipe, "%lf %lf", &norm, &diff), 2);
