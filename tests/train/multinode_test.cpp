@@ -713,7 +713,7 @@ TEST_F(MultiNodeTest, TheElasticPyTorchJobExampleGrowsWhenAPodJoins) {
 // lost node, not a failure of theirs, so distributed.max_restarts: 0 does
 // not end the job (issue 43, item 7). They meet in round 1 (closed once
 // the last call passed with nobody new) and continue at world size 4 from
-// the newest checkpoint within the last call + 10 s; they finish, write
+// the newest checkpoint within the last call + 15 s; they finish, write
 // model.pt, and over each epoch every training sample is trained on
 // exactly once (counted by index, the rolled-back steps dropped).
 TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourWorkers) {
@@ -734,7 +734,10 @@ TEST_F(MultiNodeTest, BaguasOwnElasticAgentLosesANodeAndTheOthersContinueAtFourW
   ASSERT_EQ(code0, 0) << both;
   ASSERT_EQ(code1, 0) << both;
   ASSERT_TRUE(resumed_after) << both;
-  EXPECT_LE(*resumed_after, std::chrono::seconds(ElasticExample::kLastCallSeconds + 10)) << both;
+  // About 11 s here when idle; up to 13.7 s seen on the 2-core CI machine
+  // under the suite's load. The bound catches a wait for a timeout or a
+  // stop grace (30 s), not a busy machine.
+  EXPECT_LE(*resumed_after, std::chrono::seconds(ElasticExample::kLastCallSeconds + 15)) << both;
   EXPECT_NE(both.find("round 0: 3 nodes x 2 workers = 6 workers"), std::string::npos) << both;
   EXPECT_NE(both.find("round 1: 2 nodes x 2 workers = 4 workers"), std::string::npos) << both;
   EXPECT_NE(both.find("resized: 6 workers -> 4"), std::string::npos) << both;

@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -426,13 +425,6 @@ TrainOutcome run_worker(const Recipe& recipe) {
   // First, before the model and the data allocate anything large.
   const std::string malloc_policy = train::apply_allocator_policy(recipe.train.tuned_allocator);
   train::request_stop_on_signals();
-  // A worker is a network program: a write to a socket that a dead peer
-  // closed must fail as an error (a CommError naming the collective, exit
-  // 3) rather than kill this rank with SIGPIPE, which would make it look
-  // like a second casualty, or the cause. (Gloo's TCP transport writes
-  // with writev, which raises SIGPIPE; a Python worker ignores SIGPIPE
-  // from the start, which is why PyTorch's never meet it.)
-  std::signal(SIGPIPE, SIG_IGN);
   const char* rank = std::getenv("RANK");
   if (malloc_policy != "tuned" && (rank == nullptr || std::string(rank) == "0")) {
     std::fprintf(stderr, "malloc: %s\n", malloc_policy.c_str());
