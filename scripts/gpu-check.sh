@@ -102,7 +102,7 @@ if [[ " ${failed[*]} " == *" build "* ]]; then
   exit 1
 fi
 gpu_tests='CudaCollectives|Backend\.|MinMaxUInt8|OnTheGpu|DeviceCuda|CpuDeviceWithNccl'
-step gpu-tests ctest --test-dir build-cuda -R "$gpu_tests" --output-on-failure -j 4 --timeout 600
+step gpu-tests ctest --test-dir build-cuda -R "$gpu_tests" --output-on-failure -j 6 --timeout 600
 if $all; then
   step all-tests ctest --test-dir build-cuda -E "$gpu_tests" --output-on-failure -j 8 --timeout 600
 fi
