@@ -15,10 +15,22 @@ prepare_log=$(mktemp /tmp/bagua-docker-prepare.XXXXXX)
 bash scripts/docker-test.sh --prepare > "$prepare_log" 2>&1 &
 prepare=$!
 trap 'kill "$prepare" 2>/dev/null || true' EXIT
-bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
-bash scripts/tsan-test.sh
-bash scripts/asan-test.sh
+# Each phase's wall time, printed as it ends and summed up at the end, so
+# that CI's budget (45 minutes on 2 cores) can be watched phase by phase.
+timings=()
+phase() {
+  local name=$1 start
+  shift
+  start=$(date +%s)
+  "$@"
+  timings+=("$name $(( $(date +%s) - start )) s")
+  echo "test.sh: $name took $(( $(date +%s) - start )) s"
+}
+phase build bash scripts/build.sh
+phase suite ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
+phase tsan bash scripts/tsan-test.sh
+phase asan bash scripts/asan-test.sh
 if ! wait "$prepare"; then cat "$prepare_log" >&2; echo "test.sh: preparing the Docker image failed" >&2; exit 1; fi
 cat "$prepare_log"; rm -f "$prepare_log"
-bash scripts/docker-test.sh
+phase docker bash scripts/docker-test.sh
+echo "test.sh: all passed; $(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')"

@@ -77,10 +77,12 @@ inline pid_t stopped_worker(const std::string& marker) {
   return -1;
 }
 
-// `bagua run ARGS` started in the background, its output into `out`; the
-// caller signals and waits for the pid (the launcher's: exec'd by sh).
-inline pid_t start_bagua_run(const std::string& args, const fs::path& out) {
-  std::string cmd = "exec " + std::string(BAGUA_CLI) + " run " + args + " > " + out.string() + " 2>&1";
+// `bagua run ARGS` started in the background (with `env`, "NAME=VALUE ...",
+// added to its environment), its output into `out`; the caller signals and
+// waits for the pid (the launcher's: exec'd by sh).
+inline pid_t start_bagua_run(const std::string& args, const fs::path& out, const std::string& env = "") {
+  std::string cmd = "exec " + (env.empty() ? std::string() : "env " + env + " ") + std::string(BAGUA_CLI) + " run " +
+                    args + " > " + out.string() + " 2>&1";
   pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));

@@ -62,6 +62,13 @@ struct LaunchOptions {
   // port on master_addr when run() starts; only allowed when nnodes == 1,
   // since every node must agree on the port (else ConfigError).
   int master_port = 0;
+  // When not empty: the rendezvous store is c10d's FileStore at this path
+  // (its directory private to the run, made and removed by the caller:
+  // RendezvousServer::private_file()), not a TCP server: the workers get
+  // BAGUA_STORE_FILE instead of MASTER_PORT, and nothing of the store is on
+  // the network. Only with nnodes == 1 (else ConfigError); master_port is
+  // then unused.
+  std::string store_file;
   // Added to every worker's environment; overrides everything else, the
   // torchrun variables included. Keys must be non-empty and contain no '='.
   std::map<std::string, std::string> extra_env;
@@ -193,12 +200,20 @@ class RendezvousServer {
   // Listens on `port` (0: a free one) on every interface. Throws
   // ConfigError naming addr:port when it cannot (e.g. the port is in use).
   RendezvousServer(const std::string& addr, int port);
+  // A one-node run's store, on nothing but the file system: a FileStore in
+  // a directory of its own (mode 0700) under $TMPDIR (else /tmp), removed
+  // with everything in it when this is destroyed. Throws ConfigError when
+  // the directory cannot be made.
+  static std::unique_ptr<RendezvousServer> private_file();
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
-  int port() const;
+  int port() const;  // 0 for a private_file() store
+  // The store's file for a private_file() store, else empty.
+  const std::string& file() const;
 
  private:
+  RendezvousServer();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -171,6 +171,19 @@ BenchOutcome run_bench(BenchOptions o) {
     opts.master_addr = bench::EmulatedNetwork::address(0);  // rank 0 serves the store, inside its namespace
     opts.master_port = DistributedSpec::kDefaultMasterPort;
   }
+  // One machine, no port asked for and no emulated links: the workers
+  // meet through a file (as bagua run's), nothing listens beyond loopback.
+  std::unique_ptr<RendezvousServer> store;
+  if (nnodes == 1 && !o.master_port && o.link.empty()) {
+    try {
+      store = RendezvousServer::private_file();
+    } catch (const ConfigError& e) {
+      say(e.what());
+      outcome.exit_code = kExitInvalidInput;
+      return outcome;
+    }
+    opts.store_file = store->file();
+  }
 
   say(std::to_string(world) + " workers (" + plural(nnodes, "node") + " x " + std::to_string(nproc) + "), " +
       (recipe ? "recipe " + o.recipe_arg : "synthetic model of about " + o.params_arg + " parameters") +

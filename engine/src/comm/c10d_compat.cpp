@@ -5,6 +5,7 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -16,6 +17,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 
 namespace bagua::comm {
 
@@ -28,6 +30,18 @@ StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int w
   opts.waitWorkers = false;  // we count arrivals ourselves, to name the missing ranks
   opts.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
+
+StorePtr make_file_store(const std::string& path) {
+  // FileStore's destructor removes the file once `numWorkers` of its
+  // objects were destroyed: a count no run reaches keeps it for every
+  // client, restarts included.
+  return c10::make_intrusive<c10d::FileStore>(path, std::numeric_limits<int>::max());
+}
+
+std::string store_file_from_env() {
+  const char* path = std::getenv("BAGUA_STORE_FILE");
+  return path != nullptr ? std::string(path) : std::string();
 }
 
 namespace {

@@ -28,6 +28,16 @@ using StorePtr = c10::intrusive_ptr<c10d::Store>;
 StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
                         std::chrono::milliseconds timeout);
 
+// The store of a one-node run: c10d's FileStore at `path` (nothing on the
+// network). Never removes the file itself; its creator removes its
+// directory (RendezvousServer::private_file()).
+StorePtr make_file_store(const std::string& path);
+
+// BAGUA_STORE_FILE: set by bagua run's launcher for a one-node run, whose
+// workers then meet through that file instead of MASTER_ADDR:MASTER_PORT.
+// Empty when unset.
+std::string store_file_from_env();
+
 // A store whose keys all carry `prefix`, so groups do not collide.
 StorePtr make_prefix_store(const std::string& prefix, const StorePtr& store);
 

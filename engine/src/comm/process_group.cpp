@@ -333,9 +333,12 @@ std::shared_ptr<comm::World> world_from_env(const InitOptions& options, std::str
   auto local_rank = comm::read_int("LOCAL_RANK", false, problems);
   auto local_size = comm::read_int("LOCAL_WORLD_SIZE", false, problems);
   auto group_rank = comm::read_int("GROUP_RANK", false, problems);
-  auto port = comm::read_int("MASTER_PORT", true, problems);
+  // A one-node bagua run's workers meet through a file (BAGUA_STORE_FILE)
+  // and need no master address or port.
+  const std::string store_file = comm::store_file_from_env();
+  auto port = comm::read_int("MASTER_PORT", store_file.empty(), problems);
   const char* addr_raw = std::getenv("MASTER_ADDR");
-  if (addr_raw == nullptr || *addr_raw == '\0') problems.push_back("MASTER_ADDR is not set");
+  if (store_file.empty() && (addr_raw == nullptr || *addr_raw == '\0')) problems.push_back("MASTER_ADDR is not set");
   if (world_size && *world_size < 1) problems.push_back("WORLD_SIZE must be at least 1");
   if (rank && world_size && (*rank < 0 || *rank >= *world_size)) {
     problems.push_back("RANK=" + std::to_string(*rank) + " is outside [0, WORLD_SIZE=" +
@@ -371,25 +374,21 @@ std::shared_ptr<comm::World> world_from_env(const InitOptions& options, std::str
   if (const char* v = std::getenv("BAGUA_VERIFY_COLLECTIVES"); v && std::string(v) == "0") {
     world->verify_default = false;
   }
-  *addr = addr_raw;
-  *port_out = static_cast<int>(*port);
-  world->loopback_only = comm::is_loopback(*addr);
+  *addr = addr_raw != nullptr && *addr_raw != '\0' ? addr_raw : "127.0.0.1";
+  *port_out = static_cast<int>(port.value_or(0));
+  world->loopback_only = !store_file.empty() || comm::is_loopback(*addr);
   return world;
 }
 
-// The rendezvous store at addr:port (served by rank 0 unless a launcher
-// serves it), then Gloo's interface: the user's GLOO_SOCKET_IFNAME, else the
-// one that routes to the master (bagua's launcher sets GLOO_SOCKET_IFNAME to
-// it, and says so, for its workers); keys scoped to the launcher's restart
-// attempt where the store outlives attempts, so a restarted node never meets
-// (or counts) a worker of a previous attempt (comm::rendezvous_scope()).
-void connect(comm::World& world, const std::string& addr, int port) {
+// The store at addr:port: rank 0's own server, or a client of it (or of
+// the launcher's).
+comm::StorePtr connect_tcp(const comm::World& world, const std::string& addr, int port) {
   try {
     // Under a launcher that serves the store itself (bagua run, torchrun's
     // agent), rank 0 is one more client.
     const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
     const bool agent_store = agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1");
-    world.store = comm::make_tcp_store(addr, port, world.rank == 0 && !agent_store, world.world_size, world.timeout);
+    return comm::make_tcp_store(addr, port, world.rank == 0 && !agent_store, world.world_size, world.timeout);
   } catch (const std::exception& e) {
     std::string why = e.what();
     if (world.rank == 0) {
@@ -408,6 +407,29 @@ void connect(comm::World& world, const std::string& addr, int port) {
                     comm::format_seconds(world.timeout) +
                     " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
   }
+}
+
+// A one-node bagua run's store: the file its launcher made (BAGUA_STORE_FILE).
+comm::StorePtr connect_file(const comm::World& world, const std::string& file) {
+  try {
+    comm::StorePtr store = comm::make_file_store(file);
+    store->setTimeout(world.timeout);
+    return store;
+  } catch (const std::exception& e) {
+    throw CommError("cannot open the run's rendezvous store " + file + " (BAGUA_STORE_FILE): " + e.what());
+  }
+}
+
+// The rendezvous store (BAGUA_STORE_FILE's, else the one at addr:port,
+// served by rank 0 unless a launcher serves it), then Gloo's interface: the
+// user's GLOO_SOCKET_IFNAME, else the one that routes to the master (bagua's
+// launcher sets GLOO_SOCKET_IFNAME to it, and says so, for its workers),
+// loopback when every peer is local; keys scoped to the launcher's restart
+// attempt where the store outlives attempts, so a restarted node never meets
+// (or counts) a worker of a previous attempt (comm::rendezvous_scope()).
+void connect(comm::World& world, const std::string& addr, int port) {
+  const std::string file = comm::store_file_from_env();
+  world.store = file.empty() ? connect_tcp(world, addr, port) : connect_file(world, file);
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     world.gloo_interface = ifname;
   } else if (!world.loopback_only) {

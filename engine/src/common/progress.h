@@ -13,6 +13,10 @@
 //                          none), phase what it is doing
 //   bagua/failure/<node>   "<text>": a launcher whose worker failed tells
 //                          the other nodes' launchers
+//
+// A one-node bagua run's store is a file (c10d's FileStore, which appends
+// every set and never shrinks): its reports go to a file per rank instead,
+// rewritten whole (report_file(), write_report_file()).
 #pragma once
 
 #include <cstdint>
@@ -66,5 +70,17 @@ inline std::optional<Report> decode(const std::vector<uint8_t>& bytes) {
   std::getline(in >> std::ws, r.phase);
   return r;
 }
+
+// The report file of `rank` when the store is the file `store_file`:
+// STORE_DIR/progress/<scope>rank-<rank> (scope the attempt's "attempt-K/").
+std::string report_file(const std::string& store_file, const std::string& scope, int rank);
+
+// Replaces `path` with `report` at once (a temporary file renamed over it):
+// a reader sees the old report or the new one. The directories are made.
+// False when it could not be written.
+bool write_report_file(const std::string& path, const Report& report);
+
+// The report in `path`; nullopt when there is none (yet) or it is unreadable.
+std::optional<Report> read_report_file(const std::string& path);
 
 }  // namespace bagua::progress

@@ -154,7 +154,13 @@ class SupervisedRun {
     env["GROUP_RANK"] = std::to_string(options_.node_rank);
     env["ROLE_WORLD_SIZE"] = std::to_string(world_size);
     env["MASTER_ADDR"] = options_.master_addr;
-    env["MASTER_PORT"] = std::to_string(master_port_);
+    if (options_.store_file.empty()) {
+      env["MASTER_PORT"] = std::to_string(master_port_);
+      env.erase("BAGUA_STORE_FILE");
+    } else {
+      env["BAGUA_STORE_FILE"] = options_.store_file;  // the workers' store: no port
+      env.erase("MASTER_PORT");
+    }
     env["TORCHELASTIC_RESTART_COUNT"] = "0";
     if (options_.watch_progress) env["BAGUA_PROGRESS_STORE"] = "1";
     if (!gloo_interface_.empty()) env["GLOO_SOCKET_IFNAME"] = gloo_interface_;
@@ -581,6 +587,8 @@ LocalSupervisor::LocalSupervisor(LaunchOptions options) : options_(std::move(opt
           "must be in [0, 65535], got " + std::to_string(o.master_port));
   require(o.master_port != 0 || o.nnodes == 1, "master_port",
           "must be given when nnodes > 1 (every node must use the same port)");
+  require(o.store_file.empty() || o.nnodes == 1, "store_file",
+          "is for a one-node run only (the other nodes cannot read this node's files)");
   int world_size = o.nnodes * o.nproc_per_node;
   require(o.echo_rank >= -1 && o.echo_rank < world_size, "echo_rank",
           "must be -1 or a rank in [0, " + std::to_string(world_size) + "), got " + std::to_string(o.echo_rank));
@@ -597,7 +605,7 @@ LocalSupervisor::LocalSupervisor(LaunchOptions options) : options_(std::move(opt
 int LocalSupervisor::master_port() const { return master_port_; }
 
 LaunchResult LocalSupervisor::run() {
-  if (master_port_ == 0) master_port_ = find_free_port(options_.master_addr);
+  if (master_port_ == 0 && options_.store_file.empty()) master_port_ = find_free_port(options_.master_addr);
   if (!options_.log_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(options_.log_dir, error);

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace bagua::launch {
@@ -251,14 +252,23 @@ void ProgressMonitor::check_stalls(Clock::time_point now) {
 }
 
 void ProgressMonitor::poll_once(Connection& connection) {
+  const std::string& file = options_.store_file;
   if (!connection.store) {
-    if (!accepts_connections(options_.master_addr, port_)) return;
-    connection.store = comm::make_prefix_store(
-        prefix_, comm::make_tcp_store(options_.master_addr, port_, false, world_size_, std::chrono::seconds(2)));
+    if (!file.empty()) {
+      connection.store = comm::make_prefix_store(prefix_, comm::make_file_store(file));
+    } else {
+      if (!accepts_connections(options_.master_addr, port_)) return;
+      connection.store = comm::make_prefix_store(
+          prefix_, comm::make_tcp_store(options_.master_addr, port_, false, world_size_, std::chrono::seconds(2)));
+    }
   }
   const comm::StorePtr& store = connection.store;
   std::vector<std::optional<progress::Report>> reports(world_size_);
   for (int r = 0; r < world_size_; ++r) {
+    if (!file.empty()) {
+      reports[r] = progress::read_report_file(progress::report_file(file, prefix_, r));
+      continue;
+    }
     const std::string key = progress::rank_key(r);
     if (store->check({key})) reports[r] = progress::decode(store->get(key));
   }
@@ -352,7 +362,30 @@ namespace bagua {
 struct RendezvousServer::Impl {
   comm::StorePtr store;
   int port = 0;
+  std::string file;  // private_file(): the store's file, in a directory removed with this
 };
+
+RendezvousServer::RendezvousServer() : impl_(std::make_unique<Impl>()) {}
+
+std::unique_ptr<RendezvousServer> RendezvousServer::private_file() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/bagua-store.XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700: the run's alone
+    throw ConfigError("cannot make the run's store directory " + pattern + ": " + std::strerror(errno) +
+                      " (set TMPDIR to a writable directory)");
+  }
+  std::unique_ptr<RendezvousServer> server(new RendezvousServer());
+  server->impl_->file = pattern + "/store";
+  try {
+    server->impl_->store = comm::make_file_store(server->impl_->file);
+    server->impl_->store->set(kBaguaStoreKey, std::vector<uint8_t>{'1'});
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    std::filesystem::remove_all(pattern, ignored);
+    throw ConfigError("cannot make the run's store in " + pattern + ": " + e.what());
+  }
+  return server;
+}
 
 RendezvousServer::RendezvousServer(const std::string& addr, int port) : impl_(std::make_unique<Impl>()) {
   if (port < 0 || port > 65535) throw ConfigError("rendezvous port must be in [0, 65535], got " + std::to_string(port));
@@ -389,8 +422,15 @@ bool launch::ProgressMonitor::still_starting() const {
   return true;
 }
 
-RendezvousServer::~RendezvousServer() = default;
+RendezvousServer::~RendezvousServer() {
+  if (impl_->file.empty()) return;
+  impl_->store.reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(std::filesystem::path(impl_->file).parent_path(), ignored);
+}
 
 int RendezvousServer::port() const { return impl_->port; }
+
+const std::string& RendezvousServer::file() const { return impl_->file; }
 
 }  // namespace bagua

@@ -397,9 +397,7 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   opts.nnodes = d.nnodes;
   opts.node_rank = d.node_rank;
   opts.master_addr = d.master_addr;
-  // One node and no port asked for (recipe or command line): any free
-  // port, so two runs on one machine never collide on 29500.
-  opts.master_port = (d.nnodes == 1 && !d.elastic() && !d.master_port) ? 0 : d.master_port_or_default();
+  opts.master_port = d.master_port_or_default();
   // Node 0 serves the rendezvous store for the whole run, restarts
   // included (workers are its clients): the progress watch reads it even
   // when rank 0 is the worker that stopped, and a port in use fails now.
@@ -419,7 +417,14 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
     }
   } else if (d.node_rank == 0) {
     try {
-      holds.store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+      // One node and no port asked for: the store is a file of the run's,
+      // so nothing of the run listens beyond loopback (Gloo binds there).
+      if (d.nnodes == 1 && !d.master_port) {
+        holds.store = RendezvousServer::private_file();
+        opts.store_file = holds.store->file();
+      } else {
+        holds.store = std::make_unique<RendezvousServer>(d.master_addr, opts.master_port);
+      }
     } catch (const ConfigError& e) {
       say(e.what());
       return kExitInvalidInput;

@@ -46,9 +46,12 @@ void ProgressReporter::diverged(int64_t unix_ms) {
 void ProgressReporter::loop() {
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port = std::getenv("MASTER_PORT");
-  if (addr == nullptr || port == nullptr) return;
+  // A one-node run: a file of this rank's next to the store file.
+  const std::string store_file = comm::store_file_from_env();
+  if (store_file.empty() && (addr == nullptr || port == nullptr)) return;
   const std::string prefix = comm::rendezvous_scope();
   const std::string key = progress::rank_key(rank_);
+  const std::string file = store_file.empty() ? "" : progress::report_file(store_file, prefix, rank_);
   comm::StorePtr store;
   progress::Report report;
   auto sent_at = std::chrono::steady_clock::now();
@@ -81,6 +84,10 @@ void ProgressReporter::loop() {
     report.collectives = collectives;
     report.diverged_ms = diverged;
     report.phase = phase;
+    if (!file.empty()) {
+      progress::write_report_file(file, report);  // a failed write: the next one tries again
+      continue;
+    }
     try {
       if (!store) {
         store = comm::make_tcp_store(addr, std::atoi(port), false, world_size_, std::chrono::seconds(5));
