@@ -14,6 +14,7 @@ CommThread::~CommThread() {
 void CommThread::submit(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) return;  // the step failed: wait_all() reports it (see there)
     jobs_.push_back(std::move(job));
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });  // on the first job
   }
@@ -48,6 +49,7 @@ void CommThread::loop() {
     lock.lock();
     running_job_ = false;
     if (error && !error_) error_ = error;
+    if (error_) jobs_.clear();  // see wait_all()
     if (jobs_.empty()) idle_.notify_all();
   }
 }

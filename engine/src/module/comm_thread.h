@@ -17,13 +17,17 @@ namespace bagua::module {
 class CommThread {
  public:
   CommThread() = default;  // the thread starts with the first job
-  ~CommThread();  // finishes the queued jobs, then joins
+  ~CommThread();  // finishes the queued jobs (none after a failed one), then joins
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
   void submit(std::function<void()> job);
   // Blocks until every submitted job has run; rethrows the first exception
-  // a job threw since the last wait_all() (the later jobs still ran).
+  // a job threw since the last wait_all(). The jobs queued behind a failed
+  // one are dropped, not run: the step has failed, and their collectives
+  // would only wait, each up to the group's timeout, on peers that are
+  // gone or failing too (a lost node's survivors then leave at once, not
+  // a timeout per bucket later). Jobs submitted after wait_all() run.
   void wait_all();
 
  private:
