@@ -277,7 +277,10 @@ int serve_elastic_store(int port, const Say& say, std::chrono::seconds idle) {
   launch::KeepAlive watch(
       [port = server->port()] { return comm::make_tcp_store("127.0.0.1", port, false, 1, std::chrono::seconds(5)); },
       "bagua-store#" + random_secret().substr(0, 6));
-  std::optional<std::chrono::steady_clock::time_point> empty_since;
+  // When every node was first seen gone; the epoch (a default time point)
+  // while some node answers. (Not a std::optional: GCC 12 warns, wrongly,
+  // that its value may be read uninitialized.)
+  std::chrono::steady_clock::time_point empty_since{};
   const timespec second{1, 0};
   for (;;) {
     siginfo_t info;
@@ -299,10 +302,10 @@ int serve_elastic_store(int port, const Say& say, std::chrono::seconds idle) {
     watch.watch(agents);
     const bool empty = !agents.empty() && watch.lapsed().size() == agents.size();
     if (!empty) {
-      empty_since.reset();
-    } else if (!empty_since) {
+      empty_since = {};
+    } else if (empty_since == std::chrono::steady_clock::time_point{}) {
       empty_since = std::chrono::steady_clock::now();
-    } else if (std::chrono::steady_clock::now() - *empty_since >= idle) {
+    } else if (std::chrono::steady_clock::now() - empty_since >= idle) {
       say("every node of the elastic job (" + std::to_string(agents.size()) + ") has left or stopped answering, for " +
           std::to_string(idle.count()) + " s, and the job never marked its end; the store stops");
       launch::ElasticRendezvous(client, {}, [](const std::string&) {}).end(false, "every node left");
