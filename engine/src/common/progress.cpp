@@ -14,16 +14,20 @@ std::string report_file(const std::string& store_file, const std::string& scope,
 }
 
 bool write_report_file(const std::string& path, const Report& report) {
-  std::error_code error;
-  fs::create_directories(fs::path(path).parent_path(), error);
-  if (error) return false;
   const std::string temporary = path + ".tmp";  // one writer per rank
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    const std::vector<uint8_t> bytes = encode(report);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) return false;
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    // The first report of this attempt: its directories are made then, not
+    // looked up on every report (up to ten a second).
+    std::error_code error;
+    fs::create_directories(fs::path(path).parent_path(), error);
+    if (error) return false;
+    out.open(temporary, std::ios::binary | std::ios::trunc);
   }
+  const std::vector<uint8_t> bytes = encode(report);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return false;
   return std::rename(temporary.c_str(), path.c_str()) == 0;
 }
 
