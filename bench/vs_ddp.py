@@ -7,7 +7,10 @@
     /usr/bin/python3 bench/vs_ddp.py --model gpt --algorithms all     # a 3.3 M-parameter byte GPT
 
 --algorithms runs several bagua algorithms (the synchronous ones), each
-beside the same DDP baseline; --ddp-malloc adds DDP with bagua's malloc
+beside the same DDP baseline (NAME:SIZE, e.g. gradient_allreduce:auto or
+gradient_allreduce:1MiB, is a row of its own with that
+algorithm.bucket_size; with auto, keep --warmup above the 18 steps
+bucket autotune takes); --ddp-malloc adds DDP with bagua's malloc
 policy (train.allocator: tuned) as environment variables; --ddp-old adds,
 as a row labelled so, DDP as torch 1.13 configures it by default
 (zero_grad() zeroing in place, no gradient_as_bucket_view), the baseline
@@ -138,10 +141,12 @@ def trace_phases(path, steps):
     return {k: v / steps for k, v in out.items()}
 
 
-def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce", gpt=False, phases=False):
+def run_bagua(tmp, model, workers, steps, warmup, batch, algorithm="gradient_allreduce", gpt=False, phases=False,
+              bucket_size=None):
     """(wall seconds of the whole command, in-loop samples/s, ms per phase or None)."""
-    out = os.path.join(tmp, f"bagua-{algorithm}-{workers}-{steps}")
-    recipe = os.path.join(tmp, f"bench-{algorithm}.yaml")
+    tag = algorithm + (f"-{bucket_size}" if bucket_size else "")
+    out = os.path.join(tmp, f"bagua-{tag}-{workers}-{steps}")
+    recipe = os.path.join(tmp, f"bench-{tag}.yaml")
     optimizer = ("{type: qadam, lr: 0.001, warmup_steps: 20}" if algorithm == "qadam"
                  else "{type: adamw, lr: 0.001, weight_decay: 0.01}" if gpt
                  else "{type: sgd, lr: 0.05, momentum: 0.9}")
@@ -163,11 +168,17 @@ checkpoint: {{resume: never, every_steps: 1000000}}
             f.write(f"output: {{trace: true, trace_from_step: {warmup + 1}, trace_steps: {traced}}}\n")
     begin = time.perf_counter()
     sets = [a for kv in BAGUA_SETS for a in ("--set", kv)]
+    if bucket_size:
+        sets += ["--set", f"algorithm.bucket_size={bucket_size}"]
     subprocess.run(PREFIX + [BAGUA, "run", recipe, "--nproc-per-node", str(workers), "--set", f"output.dir={out}"] + sets,
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env=dict(os.environ, OMP_NUM_THREADS="1"))
     wall = time.perf_counter() - begin
     records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    for r in records:
+        if "autotune" in r:
+            print(f"    {tag}, {steps} steps: bucket_size auto chose {r['autotune']['bucket_bytes']} bytes",
+                  file=sys.stderr)
     first = next(r for r in records if r.get("step") == warmup)
     last = [r for r in records if "time" in r][-1]
     ms = trace_phases(os.path.join(out, "trace", "rank-0.json"), traced) if phases else None
@@ -239,7 +250,8 @@ def main():
     ap.add_argument("--batch", type=int, help="per worker (default 64 for the MLP, 16 for the GPT)")
     ap.add_argument("--hidden", type=int, default=1024, help="width of the two hidden layers (4096: 20 M parameters)")
     ap.add_argument("--algorithms", default="gradient_allreduce",
-                    help="comma-separated bagua algorithms to run beside DDP, or 'all' (the synchronous ones)")
+                    help="comma-separated bagua algorithms to run beside DDP, or 'all' (the synchronous ones); "
+                         "NAME:SIZE is a row of its own with algorithm.bucket_size SIZE (gradient_allreduce:auto)")
     ap.add_argument("--ddp-malloc", action="store_true",
                     help="also run DDP with bagua's malloc policy set through glibc's environment variables")
     ap.add_argument("--ddp-old", action="store_true",
@@ -261,16 +273,21 @@ def main():
         # bagua's recipe trains one epoch; DDP's loop would wrap around.
         ap.error(f"--steps {args.steps} x --batch {args.batch} x --workers {args.workers} is more than one epoch "
                  "of Fashion-MNIST (60,000 samples): bagua would stop at the epoch's end")
+    # NAME or NAME:BUCKET_SIZE (a row of its own: gradient_allreduce:auto).
     algorithms = SYNCHRONOUS if args.algorithms == "all" else args.algorithms.split(",")
-    for a in algorithms:
+    rows = []
+    for entry in algorithms:
+        a, _, size = entry.partition(":")
         if a not in SYNCHRONOUS:
             ap.error(f"--algorithms: {a} is not one of {', '.join(SYNCHRONOUS)}")
+        rows.append((entry if size else a, a, size or None))
     if args.link:
         PREFIX.extend(["ip", "netns", "exec", limit_loopback(args.link)])
     w = args.workers
     warm = min(args.warmup, args.short - 1)
-    runners = [(a, lambda s, a=a: run_bagua(tmp, model, w, s, warm, args.batch, a, gpt,
-                                            phases=args.phases and s == args.steps)) for a in algorithms]
+    runners = [(n, lambda s, a=a, size=size: run_bagua(tmp, model, w, s, warm, args.batch, a, gpt,
+                                                       phases=args.phases and s == args.steps, bucket_size=size))
+               for n, a, size in rows]
     runners.append(("DDP", lambda s: run_ddp(model, w, s, warm, args.batch, None, gpt)))
     if args.ddp_malloc:
         runners.append(("DDP, tuned malloc", lambda s: run_ddp(model, w, s, warm, args.batch, TUNED_MALLOC, gpt)))
