@@ -9,7 +9,7 @@
 --algorithms runs several bagua algorithms (the synchronous ones), each
 beside the same DDP baseline (NAME:SIZE, e.g. gradient_allreduce:auto or
 gradient_allreduce:1MiB, is a row of its own with that
-algorithm.bucket_size; with auto, keep --warmup above the 18 steps
+algorithm.bucket_size; with auto, keep --warmup above the (up to) 18 steps
 bucket autotune takes); --ddp-malloc adds DDP with bagua's malloc
 policy (train.allocator: tuned) as environment variables; --ddp-old adds,
 as a row labelled so, DDP as torch 1.13 configures it by default
