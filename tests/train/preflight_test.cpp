@@ -120,5 +120,61 @@ TEST_F(Preflight, ALossThatDoesNotFitTheOutputNamesModelLoss) {
   EXPECT_FALSE(fs::exists(dir_ / "loss" / "metrics.jsonl")) << "a worker started";
 }
 
+// A class label beyond the model's outputs on row 31 of 40 (the first
+// samples, which the forward probe runs, are in range), and evaluation data
+// the model cannot take: each refused before any worker starts, naming the
+// file or the key, where they used to fail mid-run with a worker's "Target
+// 5 is out of bounds" (behind its peer's Gloo error) or at the first
+// evaluation with a TorchScript traceback.
+TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused) {
+  const fs::path model = dir_ / "four_to_three.pt";
+  python("import sys, torch\n"
+         "torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3))).save(sys.argv[1])\n",
+         model);
+  auto csv = [&](const std::string& name, int width, int bad_row) {
+    std::ofstream out(dir_ / name);
+    for (int c = 0; c < width; ++c) out << "f" << c << ",";
+    out << "label\n";
+    for (int row = 0; row < 40; ++row) {
+      for (int c = 0; c < width; ++c) out << (row * 7 + c) % 5 << ",";
+      out << (row == bad_row ? 5 : row % 3) << "\n";
+    }
+  };
+  csv("train.csv", 4, -1);
+  csv("bad_label.csv", 4, 30);
+  csv("wide_eval.csv", 5, -1);
+  const fs::path recipe = dir_ / "csv.yaml";
+  std::ofstream(recipe) << "name: csv\n"
+                        << "model: {torchscript: " << model.string() << ", loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: csv, path: train.csv, target_column: label}\n"
+                        << "  eval: {format: csv, path: train.csv, target_column: label}\n"
+                        << "  batch_size: 8\n"
+                        << "optimizers: [{type: sgd, lr: 0.05}]\n"
+                        << "distributed: {nproc_per_node: 2}\n"
+                        << "train: {epochs: 1}\n";
+  struct Case {
+    std::string sets, expect;
+  };
+  // (An override's relative path is the working directory's: absolute here.)
+  const std::string bad_label = (dir_ / "bad_label.csv").string(), wide = (dir_ / "wide_eval.csv").string();
+  for (const Case& c : {Case{"--set data.train.path=" + bad_label, "data.train's class labels go up to 5"},
+                        Case{"--set data.eval.path=" + bad_label, "data.eval's class labels go up to 5"},
+                        Case{"--set data.eval.path=" + wide,
+                             "the model's forward fails on 2 evaluation samples of data.eval (input [2, 5]"}}) {
+    SCOPED_TRACE(c.sets);
+    const fs::path out = dir_ / "out";
+    fs::remove_all(out);
+    RunOutcome r = bagua_run(recipe.string() + " " + c.sets + " --set output.dir=" + out.string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(count(r.output, c.expect), 1u) << r.output;
+    expect_no_trace(r.output);
+    EXPECT_FALSE(fs::exists(out / "metrics.jsonl")) << "a worker started";
+  }
+  // Labels 0-2 for 3 outputs, eval data like the training data: trains.
+  RunOutcome good = bagua_run(recipe.string() + " --set output.dir=" + (dir_ / "good").string());
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+}
+
 }  // namespace
 }  // namespace bagua::testing

@@ -75,19 +75,22 @@ std::string last_line(const std::exception& e, const std::string& trace_file, st
 
 }  // namespace
 
-void check_model(const Recipe& recipe, const std::string& trace_file) {
-  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
-  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
-  if (data->size() == 0) return;  // check_data says so
-  train::load_eval_set(recipe, *data);  // its inputs must suit the same model (a user Error when they cannot)
+namespace {
+
+// The forward (and the loss) on the first samples of `data`, named by `key`
+// (data.train or data.eval) in what it throws.
+void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset& data, const std::string& key,
+                 const std::string& trace_file) {
   std::vector<int64_t> two{0};
-  if (data->size() > 1) two.push_back(1);
-  const Batch batch = data->get_batch(two);
-  const std::string samples = std::to_string(two.size()) + " training sample" + (two.size() > 1 ? "s" : "");
+  if (data.size() > 1) two.push_back(1);
+  const Batch batch = data.get_batch(two);
+  const std::string samples = std::to_string(two.size()) + " " + (key == "data.eval" ? "evaluation" : "training") +
+                              " sample" + (two.size() > 1 ? "s" : "");
   torch::NoGradGuard no_grad;
   std::string where;
   at::Tensor out;
   const bool model_loss = recipe.model.loss == Loss::kModel;
+  const DataSource& source = key == "data.eval" ? *recipe.data.eval : recipe.data.train;
   try {
     out = model_loss ? train::forward_output(module, nullptr, {batch.input, batch.target})
                      : train::forward_output(module, nullptr, {batch.input});
@@ -99,15 +102,15 @@ void check_model(const Recipe& recipe, const std::string& trace_file) {
     // (whole numbers load as integers, token ids), no shape can help.
     const bool dtype = why.find("dtype") != std::string::npos || why.find("scalar type") != std::string::npos;
     const std::string advice =
-        dtype ? "The inputs' dtype follows data.train's values (whole numbers load as Long, for token ids): give "
+        dtype ? "The inputs' dtype follows " + key + "'s values (whole numbers load as Long, for token ids): give "
                 "the model what it takes, or a model that takes these (an embedding first, for token ids)"
-              : "Give data.train.input_shape the shape the model takes, one sample without the batch dimension "
+              : "Give " + key + ".input_shape the shape the model takes, one sample without the batch dimension "
                 "(e.g. [1, 28, 28] for 28x28 grey images)" +
                     // A CSV's width is the columns it reads: say which.
-                    (recipe.data.train.format == DataFormat::kCsv
-                         ? ", or choose its columns with input_columns or exclude_columns (" + data->describe() + ")"
+                    (source.format == DataFormat::kCsv
+                         ? ", or choose its columns with input_columns or exclude_columns (" + data.describe() + ")"
                          : std::string());
-    throw Error("the model's forward fails on " + samples + " of data.train (input " + describe(batch.input) +
+    throw Error("the model's forward fails on " + samples + " of " + key + " (input " + describe(batch.input) +
                     (model_loss ? ", target " + describe(batch.target) : std::string()) + "): " + why + ". " +
                     advice + where,
                 true);
@@ -121,15 +124,43 @@ void check_model(const Recipe& recipe, const std::string& trace_file) {
     }
     return;
   }
+  // Class indices beyond the model's outputs: the first samples may all be
+  // in range, and a label out of it fails only when a batch holds it (a
+  // worker's "Target 5 is out of bounds", mid-run).
+  const int64_t classes = data.num_classes();
+  if (target_kind_for(recipe.model.loss) == TargetKind::kClassIndex && out.dim() >= 2 && classes > out.size(-1)) {
+    const bool tokens = source.format == DataFormat::kTokens;
+    const std::string file = source.format == DataFormat::kIdx ? source.labels : source.path;
+    throw Error(key + "'s " + (tokens ? "token ids (the targets) go" : "class labels go") + " up to " +
+                    std::to_string(classes - 1) + " (" + data.describe() + ") but the model scores " +
+                    std::to_string(out.size(-1)) + " classes (its output " + describe(out) +
+                    "), so a batch holding a larger one would fail mid-run: give the model an output per " +
+                    (tokens ? "token id (vocab_size " + std::to_string(classes) + ")" : "class (" + std::to_string(classes) + ")") +
+                    ", or keep the targets of " + file + " within 0-" + std::to_string(out.size(-1) - 1),
+                true);
+  }
   try {
     (void)train::compute_loss(recipe.model.loss, out, batch.target);
   } catch (const std::exception& e) {
-    const std::string why = last_line(e, trace_file, &where);
+    std::string why = last_line(e, trace_file, &where);
+    while (!why.empty() && why.back() == '.') why.pop_back();
     throw Error("model.loss: " + std::string(to_string(recipe.model.loss)) + " cannot take the model's output " +
-                    describe(out) + " with data.train's targets " + describe(batch.target) + ": " + why +
+                    describe(out) + " with " + key + "'s targets " + describe(batch.target) + ": " + why +
                     ". Choose the loss that fits the output (model.loss), or change what the model returns" + where,
                 true);
   }
+}
+
+}  // namespace
+
+void check_model(const Recipe& recipe, const std::string& trace_file) {
+  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
+  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
+  if (data->size() == 0) return;  // check_data says so
+  // Its inputs must suit the same model (a user Error when they cannot).
+  const std::shared_ptr<Dataset> eval = train::load_eval_set(recipe, *data);
+  probe_model(recipe, module, *data, "data.train", trace_file);
+  if (eval && eval->size() > 0) probe_model(recipe, module, *eval, "data.eval", trace_file);
 }
 
 }  // namespace bagua
