@@ -44,6 +44,39 @@ class Preflight : public RunTest {
     const std::string cmd = test_python() + " " + file.string() + " " + out.string() + " 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
+
+  // A 4-input, 3-class linear model and 40-row CSV files: train.csv
+  // (labels 0-2), bad_label.csv (a 5 on row 31), wide_eval.csv (5 inputs);
+  // the recipe trains on train.csv and evaluates on it, 3 steps an epoch.
+  fs::path csv_recipe() {
+    const fs::path model = dir_ / "four_to_three.pt";
+    python("import sys, torch\n"
+           "torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3))).save(sys.argv[1])\n",
+           model);
+    auto csv = [&](const std::string& name, int width, int bad_row) {
+      std::ofstream out(dir_ / name);
+      for (int c = 0; c < width; ++c) out << "f" << c << ",";
+      out << "label\n";
+      for (int row = 0; row < 40; ++row) {
+        for (int c = 0; c < width; ++c) out << (row * 7 + c) % 5 << ",";
+        out << (row == bad_row ? 5 : row % 3) << "\n";
+      }
+    };
+    csv("train.csv", 4, -1);
+    csv("bad_label.csv", 4, 30);
+    csv("wide_eval.csv", 5, -1);
+    const fs::path recipe = dir_ / "csv.yaml";
+    std::ofstream(recipe) << "name: csv\n"
+                          << "model: {torchscript: " << model.string() << ", loss: cross_entropy}\n"
+                          << "data:\n"
+                          << "  train: {format: csv, path: train.csv, target_column: label}\n"
+                          << "  eval: {format: csv, path: train.csv, target_column: label}\n"
+                          << "  batch_size: 8\n"
+                          << "optimizers: [{type: sgd, lr: 0.05}]\n"
+                          << "distributed: {nproc_per_node: 2}\n"
+                          << "train: {epochs: 1}\n";
+    return recipe;
+  }
 };
 
 // torch.save() of a whole model, of a state_dict, and a text file: each
@@ -127,32 +160,7 @@ TEST_F(Preflight, ALossThatDoesNotFitTheOutputNamesModelLoss) {
 // 5 is out of bounds" (behind its peer's Gloo error) or at the first
 // evaluation with a TorchScript traceback.
 TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused) {
-  const fs::path model = dir_ / "four_to_three.pt";
-  python("import sys, torch\n"
-         "torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3))).save(sys.argv[1])\n",
-         model);
-  auto csv = [&](const std::string& name, int width, int bad_row) {
-    std::ofstream out(dir_ / name);
-    for (int c = 0; c < width; ++c) out << "f" << c << ",";
-    out << "label\n";
-    for (int row = 0; row < 40; ++row) {
-      for (int c = 0; c < width; ++c) out << (row * 7 + c) % 5 << ",";
-      out << (row == bad_row ? 5 : row % 3) << "\n";
-    }
-  };
-  csv("train.csv", 4, -1);
-  csv("bad_label.csv", 4, 30);
-  csv("wide_eval.csv", 5, -1);
-  const fs::path recipe = dir_ / "csv.yaml";
-  std::ofstream(recipe) << "name: csv\n"
-                        << "model: {torchscript: " << model.string() << ", loss: cross_entropy}\n"
-                        << "data:\n"
-                        << "  train: {format: csv, path: train.csv, target_column: label}\n"
-                        << "  eval: {format: csv, path: train.csv, target_column: label}\n"
-                        << "  batch_size: 8\n"
-                        << "optimizers: [{type: sgd, lr: 0.05}]\n"
-                        << "distributed: {nproc_per_node: 2}\n"
-                        << "train: {epochs: 1}\n";
+  const fs::path recipe = csv_recipe();
   struct Case {
     std::string sets, expect;
   };
@@ -174,6 +182,30 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
   // Labels 0-2 for 3 outputs, eval data like the training data: trains.
   RunOutcome good = bagua_run(recipe.string() + " --set output.dir=" + (dir_ / "good").string());
   EXPECT_EQ(good.exit_code, 0) << good.output;
+}
+
+// (With the data above.) A finished run names the limit that ended it: run
+// again, "raise train.epochs"; with a max_steps beyond the one epoch, the
+// workers resume, train nothing and say that train.epochs still ends the
+// run, where they used to end with "0 in this run" and no reason.
+TEST_F(Preflight, AFinishedRunSaysWhichLimitToRaise) {
+  const std::string recipe = csv_recipe().string() + " --set output.dir=" + (dir_ / "out").string();
+  ASSERT_EQ(bagua_run(recipe).exit_code, 0);
+  RunOutcome again = bagua_run(recipe);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(count(again.output, "already complete at step 3"), 1u) << again.output;
+  EXPECT_EQ(count(again.output, "to train further, raise train.epochs;"), 1u) << again.output;
+  RunOutcome raised = bagua_run(recipe + " --set train.max_steps=100");
+  EXPECT_EQ(raised.exit_code, 0) << raised.output;
+  EXPECT_EQ(count(raised.output, "nothing left to train: step 3 is the end of this recipe's run (train.epochs 1 of "
+                                 "3 steps; train.max_steps 100 is beyond it); raise train.epochs to train further"),
+            1u)
+      << raised.output;
+  RunOutcome capped = bagua_run(recipe + " --set train.epochs=3 --set train.max_steps=5");
+  EXPECT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_EQ(count(capped.output, "done: 5 steps"), 1u) << capped.output;
+  RunOutcome capped_again = bagua_run(recipe + " --set train.epochs=3 --set train.max_steps=5");
+  EXPECT_EQ(count(capped_again.output, "to train further, raise train.max_steps;"), 1u) << capped_again.output;
 }
 
 }  // namespace

@@ -372,7 +372,10 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
     if (output.finished_at && d.nnodes == 1 && !d.elastic()) {
       say("already complete at step " + std::to_string(*output.finished_at) +
           ": nothing trained, nothing changed; the model is " + (fs::path(recipe.output.dir) / "model.pt").string());
-      say(std::string("to train further, raise train.epochs or train.max_steps") +
+      // Which limit ended it: max_steps when the run stopped there, else the
+      // epochs (a raised max_steps alone would train nothing more).
+      const bool by_max_steps = recipe.train.max_steps && *recipe.train.max_steps == *output.finished_at;
+      say(std::string("to train further, raise ") + (by_max_steps ? "train.max_steps" : "train.epochs") +
           (recipe.train.early_stop ? " (or change train.early_stop)" : "") +
           "; to start afresh, set checkpoint.resume: never or another output.dir");
       return kExitOk;

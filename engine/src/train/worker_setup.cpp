@@ -326,6 +326,19 @@ void Worker::announce() {
     f.accum_before = accum_before_;
     f.batch_size = recipe_.data.batch_size;
     train::say_resumed(*log_, f);
+    // Nothing left (a raised max_steps that train.epochs still caps, or the
+    // reverse): say which limit ends the run, or it ends with "0 in this
+    // run" and no reason.
+    if (pos_.step >= total_) {
+      const int64_t max_steps = recipe_.train.max_steps.value_or(0);
+      const bool epochs_cap = max_steps == 0 || max_steps > total_;
+      log_->say("nothing left to train: step " + std::to_string(pos_.step) + " is the end of this recipe's run (" +
+                (epochs_cap ? "train.epochs " + std::to_string(recipe_.train.epochs) + " of " +
+                                  std::to_string(per_epoch_) + " steps" +
+                                  (max_steps > 0 ? "; train.max_steps " + std::to_string(max_steps) + " is beyond it" : "")
+                            : "train.max_steps " + std::to_string(max_steps)) +
+                "); raise " + (epochs_cap ? "train.epochs" : "train.max_steps") + " to train further");
+    }
   }
   if (recipe_.output.trace) {
     const int64_t from = recipe_.output.trace_from_step, to = from + recipe_.output.trace_steps - 1;
