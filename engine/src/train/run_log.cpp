@@ -189,9 +189,12 @@ void RunLog::draw(int64_t step, int64_t epoch, double samples_per_s) {
   double eta = last_rate_ > 0 ? static_cast<double>(total_steps_ - step) / last_rate_ : NAN;
   char rate[48] = "";
   if (samples_per_s >= 0) std::snprintf(rate, sizeof(rate), " %.0f samples/s", samples_per_s);
-  std::fprintf(bar_, "\r\033[Kepoch %lld [%s] %lld/%lld loss %.4f%s %.1f it/s ETA %s",
+  // No loss until this run's first record: "-", not a made-up 0.0000.
+  char loss[32] = "-";
+  if (last_step_ > start_step_) std::snprintf(loss, sizeof(loss), "%.4f", last_loss_);
+  std::fprintf(bar_, "\r\033[Kepoch %lld [%s] %lld/%lld loss %s%s %.1f it/s ETA %s",
                static_cast<long long>(epoch), bar.c_str(), static_cast<long long>(step),
-               static_cast<long long>(total_steps_), last_loss_, rate, last_rate_, duration(eta).c_str());
+               static_cast<long long>(total_steps_), loss, rate, last_rate_, duration(eta).c_str());
   std::fflush(bar_);
   bar_on_screen_ = true;
 }
