@@ -58,6 +58,14 @@ struct Checker {
     return fs::absolute(p).lexically_normal();
   }
 
+  // Where a relative path at `path` was taken from, for a not-found error:
+  // the recipe file's directory, or an override's working directory.
+  std::string relative_hint(const std::string& path) const {
+    return tree.locate(path).file.rfind("--set ", 0) == 0
+               ? " (an override's relative paths are relative to the working directory)"
+               : " (relative paths are relative to the recipe file)";
+  }
+
   void check_files(const std::vector<std::string>& paths) {
     for (const auto& path : paths) {
       json* value = at(path);
@@ -66,7 +74,7 @@ struct Checker {
       if (options.check_files) {
         std::error_code ec;
         if (!fs::exists(p, ec)) {
-          error(path, "file not found: " + p.string() + " (relative paths are relative to the recipe file)");
+          error(path, "file not found: " + p.string() + relative_hint(path));
         } else if (fs::is_directory(p, ec)) {
           error(path, "expected a file, found a directory: " + p.string());
         } else if (path == "model.torchscript") {
@@ -97,7 +105,7 @@ struct Checker {
     resolve_paths(paths, [this](const std::string& path, const fs::path& p) {
       std::error_code ec;
       if (!fs::exists(p, ec)) {
-        error(path, "directory not found: " + p.string() + " (relative paths are relative to the recipe file)");
+        error(path, "directory not found: " + p.string() + relative_hint(path));
       } else if (!fs::is_directory(p, ec)) {
         error(path, "expected a directory, found a file: " + p.string());
       }
@@ -113,9 +121,9 @@ struct Checker {
         std::vector<std::string> unmatched;
         expand_file_patterns({p.string()}, &unmatched);
         if (!unmatched.empty())
-          error(path, "no file matches " + p.string() + " (relative paths are relative to the recipe file)");
+          error(path, "no file matches " + p.string() + relative_hint(path));
       } else if (!fs::exists(p, ec)) {
-        error(path, "file not found: " + p.string() + " (relative paths are relative to the recipe file)");
+        error(path, "file not found: " + p.string() + relative_hint(path));
       } else if (fs::is_directory(p, ec)) {
         error(path, "expected a file or a file pattern, found a directory: " + p.string() + " (its files: " +
                         (p / "*.bin").string() + ")");
