@@ -15,8 +15,11 @@ std::string summary(const Recipe& r) {
   for (const auto& o : r.optimizers) optimizers += std::string(optimizers.empty() ? "" : "+") + to_string(o.type);
   const auto& d = r.distributed;
   const int workers = d.nproc_per_node * d.nnodes;
-  std::string length = r.train.max_steps ? std::to_string(*r.train.max_steps) + " steps"
-                                         : std::to_string(r.train.epochs) + " epoch" + (r.train.epochs == 1 ? "" : "s");
+  // Both limits hold, whichever comes first (validate reads no data, so it
+  // cannot say which): "up to 30 steps within 1 epoch".
+  const std::string epochs = std::to_string(r.train.epochs) + " epoch" + (r.train.epochs == 1 ? "" : "s");
+  std::string length = r.train.max_steps ? "up to " + std::to_string(*r.train.max_steps) + " steps within " + epochs
+                                         : epochs;
   // An elastic job: "4 to 6 workers on 2 to 3 nodes (elastic)".
   const std::string world =
       d.elastic() ? std::to_string(workers) + " to " + std::to_string(d.nproc_per_node * d.nnodes_max) +

@@ -128,6 +128,10 @@ TEST_F(SharingCli, CopyMakesAStandaloneRecipeThatValidatesWhereItLands) {
   Said valid = bagua("validate elsewhere/mine.yaml");
   EXPECT_EQ(valid.exit_code, 0) << valid.all;
   EXPECT_TRUE(has(valid.out, "valid recipe mine")) << valid.out;
+  // Both limits of the length are said: max_steps alone read as "30 steps"
+  // when the epochs may end the run first.
+  Said capped = bagua("validate elsewhere/mine.yaml --set train.max_steps=30 --set train.epochs=2");
+  EXPECT_TRUE(has(capped.out, ", up to 30 steps within 2 epochs, ")) << capped.out;
   // Its runs go to its own directory, not the shipped recipe's.
   std::stringstream text;
   text << std::ifstream(dir_ / "elsewhere/mine.yaml").rdbuf();
