@@ -46,7 +46,18 @@ int main(int argc, char** argv) {
       // A peer missing or gone, a rendezvous timeout: a worker run by
       // torchrun or Slurm exits as docs/run.md's failure table says (3), as
       // bagua's own agent does for it.
-      std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";
+      const std::string what = e.what();
+      std::cerr << "bagua " << sub->get_name() << ": error: " << what << "\n";
+      // Gloo's words for a peer that went away: this rank is rarely the
+      // cause, and its line may be the first a user reads.
+      for (const char* gone : {"closed by peer", "reset by peer", "Broken pipe"}) {
+        if (what.find(gone) != std::string::npos) {
+          std::cerr << "bagua " << sub->get_name()
+                    << ": (a peer closed its connection: another rank most likely failed first, and its own "
+                       "error says why)\n";
+          break;
+        }
+      }
       return e.is_user_error() ? kExitInvalidInput : kExitWorkerFailed;
     } catch (const bagua::Error& e) {
       std::cerr << "bagua " << sub->get_name() << ": error: " << e.what() << "\n";

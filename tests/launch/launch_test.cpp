@@ -629,7 +629,7 @@ TEST(LaunchFailure, OfRanksThatDivergedTheEarliestIsTheCauseNotTheFirstToExit) {
   EXPECT_FALSE(result.workers[0].stopped_by_supervisor) << "rank 0 left on its own";
   EXPECT_FALSE(result.workers[1].stopped_by_supervisor) << "rank 1 is the cause, not a worker stopped for it";
   EXPECT_THAT(result.summary(), HasSubstr("rank 1 (local rank 1) failed with exit code 4"));
-  EXPECT_THAT(result.summary(), HasSubstr("also failed on their own: rank 0 (exit code 4)"));
+  EXPECT_THAT(result.summary(), HasSubstr("also failed before they were stopped (perhaps because of it): rank 0 (exit code 4)"));
   // (sh may also say its sleep was "Terminated")
   EXPECT_THAT(result.failure_tail, ::testing::Contains("diverged at step 11 on rank 1"));
 }

@@ -57,7 +57,7 @@ std::string LaunchResult::summary() const {
     out << "the launch did not succeed";
   }
   if (!also_failed.empty()) {
-    out << "; also failed on their own:";
+    out << "; also failed before they were stopped (perhaps because of it):";
     for (size_t i = 0; i < also_failed.size(); ++i) {
       out << (i ? ", rank " : " rank ") << also_failed[i]->rank << " (" << also_failed[i]->describe() << ")";
     }
