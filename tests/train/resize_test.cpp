@@ -194,7 +194,9 @@ TEST_F(RunTest, EverySampleOfEachEpochIsSeenOnceAcrossResizesAndARollback) {
       EXPECT_EQ(j.value("redone_samples", 0), 64) << "one step of the 4 workers' global batch " << j;
       EXPECT_EQ(j.value("nodes", 0), 1) << j;
     }
-    if (j["step"] == 10) EXPECT_FALSE(j.contains("redone_steps")) << j;
+    if (j["step"] == 10) {
+      EXPECT_FALSE(j.contains("redone_steps")) << j;
+    }
   }
   EXPECT_EQ(resizes, 2);
   EXPECT_NE(one.output.find("the run before had logged step 15: 1 step (64 samples) after the checkpoint is done again"),

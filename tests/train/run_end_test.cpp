@@ -30,7 +30,9 @@ TEST_F(RunTest, TheStartLinesFitAHundredColumnsAndTheEndIsOneSummaryLine) {
   int summaries = 0;
   while (std::getline(lines, line)) {
     if (line.rfind("epoch ", 0) == 0) in_start = false;  // the first progress line
-    if (in_start) EXPECT_LE(line.size(), 100u) << "a start line wider than 100 columns:\n" << line;
+    if (in_start) {
+      EXPECT_LE(line.size(), 100u) << "a start line wider than 100 columns:\n" << line;
+    }
     if (line.rfind("algorithm: gradient_allreduce", 0) == 0) algorithm_line = true;
     if (line.rfind("done: ", 0) == 0) {
       ++summaries;

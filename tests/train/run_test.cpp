@@ -294,7 +294,7 @@ TEST_F(RunTest, AnElasticJobTrainsWithMinNodesAndBelowMinNamesWhatIsMissing) {
   EXPECT_NE(noticed.output.find("stopped by SIGTERM while waiting in round 0 of the elastic job; this node leaves"),
             std::string::npos)
       << noticed.output;
-  for (const std::string& bad : {"two", "3:2"}) {
+  for (const std::string bad : {"two", "3:2"}) {
     RunOutcome refused = bagua_run(recipe + " --nnodes " + bad);
     EXPECT_EQ(refused.exit_code, 2) << refused.output;
     EXPECT_NE(refused.output.find("--nnodes " + bad + ": expected"), std::string::npos) << refused.output;

@@ -147,7 +147,9 @@ TEST_F(RunTest, ACorruptImageStopsTheRunNamingItUnlessSkipUnreadable) {
   int64_t counted = 0;
   for (const auto& j : metrics(dir_ / "skipped" / "metrics.jsonl"))
     if (j.contains("skipped_images")) counted = std::max<int64_t>(counted, j["skipped_images"].get<int64_t>());
-  EXPECT_GE(counted, 1) << "3 epochs: the file is met once per epoch by one rank";
+  // Every rank's replacements together (rank 0's own used to be all the
+  // metrics said, 0 when another rank met the file).
+  EXPECT_GE(counted, 3) << "3 epochs: the file is met at least once per epoch, by whichever rank";
   std::string logs;
   for (const char* rank : {"rank-0.log", "rank-1.log"}) logs += read_file(dir_ / "skipped" / "logs" / rank);
   size_t said = 0;

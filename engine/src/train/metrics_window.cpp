@@ -27,8 +27,9 @@ void MetricsWindow::add_micro_batch(const Batch& batch) {
   if (batch.input.scalar_type() == at::kLong) token_input_ = true;
 }
 
-MetricsWindow::Figures MetricsWindow::close(int64_t bytes_sent, const ProcessGroupPtr& sum_over) {
-  at::Tensor w = torch::tensor({loss_sum_.item<double>(), steps_, samples_, padding_, elements_}, torch::kDouble);
+MetricsWindow::Figures MetricsWindow::close(int64_t bytes_sent, const ProcessGroupPtr& sum_over, int64_t counted) {
+  at::Tensor w = torch::tensor(
+      {loss_sum_.item<double>(), steps_, samples_, padding_, elements_, static_cast<double>(counted)}, torch::kDouble);
   if (sum_over) allreduce(w, ReduceOp::SUM, sum_over);
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - start_).count();
@@ -37,6 +38,7 @@ MetricsWindow::Figures MetricsWindow::close(int64_t bytes_sent, const ProcessGro
   f.samples_per_s = seconds > 0 ? w[2].item<double>() / seconds : 0.0;
   f.comm_bytes = bytes_sent - bytes_start_;
   if (token_input_) f.padding = w[3].item<double>() / std::max(1.0, w[4].item<double>());
+  f.total = static_cast<int64_t>(std::llround(w[5].item<double>()));
   loss_sum_.zero_();
   steps_ = samples_ = padding_ = elements_ = 0;
   bytes_start_ = bytes_sent;

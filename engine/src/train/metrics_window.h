@@ -13,7 +13,8 @@
 //     was; 0 for a window without steps); samples_per_s counts every rank's
 //     samples over this rank's wall time of the window; padding is the
 //     share of input elements that were padding, only for token inputs
-//     (int64), else empty.
+//     (int64), else empty; `counted` (a per-rank running count, such as
+//     the unreadable images a rank skipped) comes back summed as `total`.
 #pragma once
 
 #include <bagua/communication.h>
@@ -49,8 +50,9 @@ class MetricsWindow {
     double samples_per_s = 0;
     int64_t comm_bytes = 0;
     std::optional<double> padding;
+    int64_t total = 0;  // `counted`, summed
   };
-  Figures close(int64_t bytes_sent, const ProcessGroupPtr& sum_over);
+  Figures close(int64_t bytes_sent, const ProcessGroupPtr& sum_over, int64_t counted = 0);
 
  private:
   at::Tensor loss_sum_;

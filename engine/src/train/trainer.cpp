@@ -216,7 +216,10 @@ void Worker::stop_at(const train::Position& at) {
 // ranks, which do not wait for each other: rank 0 reports its own).
 void Worker::record_window(int64_t epoch) {
   guard_->check_window(pos_.step);
-  const auto w = window_->close(ddp_->bytes_sent(), algorithm_->traits.synchronous ? env_.control : nullptr);
+  // Unreadable images skipped: every rank's (rank 0's own under async).
+  const bool skipping = recipe_.data.train.skip_unreadable;
+  const auto w = window_->close(ddp_->bytes_sent(), algorithm_->traits.synchronous ? env_.control : nullptr,
+                                skipping ? train_data_->skipped_samples() : 0);
   outcome_.last_loss = w.mean_loss;
   metrics::StepRecord r;
   r.step = pos_.step;
@@ -227,7 +230,7 @@ void Worker::record_window(int64_t epoch) {
   r.time = log_->elapsed();
   r.comm_bytes = w.comm_bytes;
   if (recipe_.train.on_nonfinite == OnNonFinite::kSkipStep) r.nonfinite_skips = guard_->skips();
-  if (recipe_.data.train.skip_unreadable) r.skipped_images = train_data_->skipped_samples();
+  if (skipping) r.skipped_images = w.total;
   if (scaler_) {
     r.loss_scale = scaler_->scale();
     r.overflow_skips = scaler_->overflows();
