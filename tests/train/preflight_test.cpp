@@ -154,9 +154,10 @@ TEST_F(Preflight, ALossThatDoesNotFitTheOutputNamesModelLoss) {
 }
 
 // A class label beyond the model's outputs on row 31 of 40 (the first
-// samples, which the forward probe runs, are in range), and evaluation data
-// the model cannot take: each refused before any worker starts, naming the
-// file or the key, where they used to fail mid-run with a worker's "Target
+// samples, which the forward probe runs, are in range), evaluation data the
+// model cannot take, and an early stop on a figure a classifier's
+// evaluations never report: each refused before any worker starts, naming
+// the file or the key, where they used to fail mid-run with a worker's "Target
 // 5 is out of bounds" (behind its peer's Gloo error) or at the first
 // evaluation with a TorchScript traceback.
 TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused) {
@@ -168,6 +169,8 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
   const std::string bad_label = (dir_ / "bad_label.csv").string(), wide = (dir_ / "wide_eval.csv").string();
   for (const Case& c : {Case{"--set data.train.path=" + bad_label, "data.train's class labels go up to 5"},
                         Case{"--set data.eval.path=" + bad_label, "data.eval's class labels go up to 5"},
+                        Case{"--set 'train.early_stop={patience: 2, metric: eval_perplexity}'",
+                             "train.early_stop.metric: eval_perplexity is not reported by this run's evaluations"},
                         Case{"--set data.eval.path=" + wide,
                              "the model's forward fails on 2 evaluation samples of data.eval (input [2, 5]"}}) {
     SCOPED_TRACE(c.sets);

@@ -149,6 +149,29 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
                     ". Choose the loss that fits the output (model.loss), or change what the model returns" + where,
                 true);
   }
+  // checkpoint.keep_best and train.early_stop watch a figure the
+  // evaluations must report: said now, not at the first evaluation.
+  const bool classify = is_classification(recipe.model.loss);
+  const bool sequences =
+      recipe.model.loss == Loss::kCrossEntropy && train::is_sequence_output(out, batch.target);
+  auto watched = [&](const std::optional<EvalGoal>& goal, const std::string& goal_key) {
+    if (!goal) return;
+    const bool reported = goal->metric == EvalMetric::kEvalLoss ||
+                          (goal->metric == EvalMetric::kEvalAccuracy && classify) ||
+                          (goal->metric == EvalMetric::kEvalPerplexity && sequences);
+    if (reported) return;
+    throw Error(goal_key + ": " + to_string(goal->metric) + " is not reported by this run's evaluations: " +
+                    (goal->metric == EvalMetric::kEvalAccuracy
+                         ? "accuracy needs model.loss cross_entropy or nll"
+                         : "perplexity needs model.loss cross_entropy over token sequences (outputs [B, T, V]); "
+                           "this model's output is " + describe(out)) +
+                    ". Watch eval_loss instead",
+                true);
+  };
+  if (key == "data.train") {
+    watched(recipe.checkpoint.keep_best, "checkpoint.keep_best.metric");
+    if (recipe.train.early_stop) watched(recipe.train.early_stop->goal, "train.early_stop.metric");
+  }
 }
 
 }  // namespace
