@@ -119,16 +119,16 @@ void RunLog::eval(const EvalRecord& r) {
   char line[200];
   if (r.eval_accuracy && r.eval_perplexity) {
     std::snprintf(line, sizeof(line),
-                  "eval after epoch %lld step %lld: loss %.4f perplexity %.2f accuracy %.2f%% (%lld samples)",
-                  static_cast<long long>(r.epoch), static_cast<long long>(r.step), r.eval_loss, *r.eval_perplexity,
+                  "eval at step %lld (epoch %lld): loss %.4f perplexity %.2f accuracy %.2f%% (%lld samples)",
+                  static_cast<long long>(r.step), static_cast<long long>(r.epoch), r.eval_loss, *r.eval_perplexity,
                   100.0 * *r.eval_accuracy, static_cast<long long>(r.eval_samples));
   } else if (r.eval_accuracy) {
-    std::snprintf(line, sizeof(line), "eval after epoch %lld step %lld: loss %.4f accuracy %.2f%% (%lld samples)",
-                  static_cast<long long>(r.epoch), static_cast<long long>(r.step), r.eval_loss,
+    std::snprintf(line, sizeof(line), "eval at step %lld (epoch %lld): loss %.4f accuracy %.2f%% (%lld samples)",
+                  static_cast<long long>(r.step), static_cast<long long>(r.epoch), r.eval_loss,
                   100.0 * *r.eval_accuracy, static_cast<long long>(r.eval_samples));
   } else {
-    std::snprintf(line, sizeof(line), "eval after epoch %lld step %lld: loss %.4f (%lld samples)",
-                  static_cast<long long>(r.epoch), static_cast<long long>(r.step), r.eval_loss,
+    std::snprintf(line, sizeof(line), "eval at step %lld (epoch %lld): loss %.4f (%lld samples)",
+                  static_cast<long long>(r.step), static_cast<long long>(r.epoch), r.eval_loss,
                   static_cast<long long>(r.eval_samples));
   }
   // checkpoint.keep_best kept this evaluation's model.
