@@ -105,7 +105,9 @@ endforeach()
 execute_process(COMMAND ldd ${CLI} OUTPUT_VARIABLE loaded RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   list(APPEND failures "ldd ${CLI} failed")
-elseif(loaded MATCHES "torch|c10|libbagua\\.so|libbagua_core")
+# Library names only: ldd's load addresses are hex, and one holding "c10"
+# (0x...836ac1000) must not read as LibTorch's libc10.
+elseif(loaded MATCHES "libtorch|libc10|libbagua\\.so|libbagua_core")
   list(APPEND failures "the bagua command loads LibTorch (or a library that does):\n${loaded}")
 elseif(NOT loaded MATCHES "libbagua_recipe.so")
   list(APPEND failures "the bagua command does not load libbagua_recipe.so?\n${loaded}")
