@@ -211,5 +211,69 @@ TEST_F(Preflight, AFinishedRunSaysWhichLimitToRaise) {
   EXPECT_EQ(count(capped_again.output, "to train further, raise train.max_steps;"), 1u) << capped_again.output;
 }
 
+// Token sequences whose first records are fine but a later one holds an id
+// beyond the model's embedding, a negative id, or a sequence longer than
+// its positions: the preflight probes the record holding the largest id,
+// the smallest and the longest, and names its line, where each used to
+// fail mid-run ("index out of range in self" behind a peer's Gloo error).
+TEST_F(Preflight, ATokenIdOrSequenceTheModelCannotTakeIsNamedByItsLine) {
+  const fs::path model = dir_ / "tokens.pt";
+  python("import sys, torch\n"
+         "class M(torch.nn.Module):\n"
+         "    def __init__(s):\n"
+         "        super().__init__()\n"
+         "        s.emb = torch.nn.Embedding(10, 4)\n"
+         "        s.pos = torch.nn.Parameter(torch.zeros(8, 4))\n"
+         "        s.fc = torch.nn.Linear(4, 2)\n"
+         "    def forward(s, x):\n"
+         "        return s.fc((s.emb(x) + s.pos[:x.size(1)]).mean(1))\n"
+         "torch.jit.script(M()).save(sys.argv[1])\n",
+         model);
+  // 24 records of 3 to 6 ids in 1-9; `line` (1-based) gets `tokens`.
+  auto jsonl = [&](const std::string& name, int line, const std::string& tokens) {
+    std::ofstream out(dir_ / name);
+    for (int r = 1; r <= 24; ++r) {
+      std::string ids;
+      for (int i = 0; i < 3 + r % 4; ++i) ids += (i ? "," : "") + std::to_string(1 + (r + i) % 9);
+      out << "{\"x\": [" << (r == line ? tokens : ids) << "], \"y\": " << r % 2 << "}\n";
+    }
+  };
+  jsonl("good.jsonl", 0, "");
+  jsonl("oov.jsonl", 7, "1,2,10,3");
+  jsonl("negative.jsonl", 9, "4,-1,5");
+  jsonl("long.jsonl", 5, "2,3,4,5,6,7,8,2,3,4,5,6");
+  const fs::path recipe = dir_ / "tokens.yaml";
+  std::ofstream(recipe) << "name: tokens\n"
+                        << "model: {torchscript: " << model.string() << ", loss: cross_entropy}\n"
+                        << "data:\n"
+                        << "  train: {format: jsonl, path: good.jsonl, input_field: x, target_field: y}\n"
+                        << "  batch_size: 4\n"
+                        << "optimizers: [{type: sgd, lr: 0.05}]\n"
+                        << "distributed: {nproc_per_node: 2}\n"
+                        << "train: {epochs: 1}\n";
+  struct Case {
+    std::string file, expect;
+  };
+  for (const Case& c : {Case{"oov.jsonl", "fails on line 7 of " + (dir_ / "oov.jsonl").string() +
+                                              ", which holds the data's largest token id (10): "},
+                        Case{"negative.jsonl", "fails on line 9 of " + (dir_ / "negative.jsonl").string() +
+                                                   ", which holds the data's smallest token id (-1): "},
+                        Case{"long.jsonl", "fails on line 5 of " + (dir_ / "long.jsonl").string() +
+                                               ", which holds the data's longest sequence (12 tokens): "}}) {
+    SCOPED_TRACE(c.file);
+    const fs::path out = dir_ / "out";
+    fs::remove_all(out);
+    RunOutcome r = bagua_run(recipe.string() + " --set data.train.path=" + (dir_ / c.file).string() +
+                             " --set output.dir=" + out.string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(count(r.output, c.expect), 1u) << r.output;
+    expect_no_trace(r.output);
+    EXPECT_FALSE(fs::exists(out / "metrics.jsonl")) << "a worker started";
+  }
+  // Ids 1-9 and at most 6 positions: trains.
+  RunOutcome good = bagua_run(recipe.string() + " --set output.dir=" + (dir_ / "good").string());
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+}
+
 }  // namespace
 }  // namespace bagua::testing

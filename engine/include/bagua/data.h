@@ -96,6 +96,19 @@ class Dataset {
   // 0 for kFloat targets.
   virtual int64_t num_classes() const = 0;
 
+  // Samples the first batch may not stand for, which the preflight feeds
+  // the model before any worker starts: for token sequences, the one
+  // holding the largest id, the smallest and the longest sequence (an id
+  // beyond a model's embedding otherwise fails mid-run, when a batch draws
+  // it). `line` is the sample's line in its file (0 where the format has
+  // none); `holds` says what it holds ("token id 300").
+  struct EdgeSample {
+    int64_t index = 0;
+    int64_t line = 0;
+    std::string holds;
+  };
+  virtual std::vector<EdgeSample> edge_samples() const { return {}; }
+
   // Each sample's complexity, read from LoadOptions::complexity_field (a
   // number, or a list's length); empty when no field was asked for.
   const std::vector<double>& complexities() const { return complexities_; }

@@ -35,14 +35,15 @@ class SequenceDataset : public Dataset {
  public:
   SequenceDataset(std::string label, std::vector<int64_t> tokens, std::vector<int64_t> offsets,
                   at::Tensor target, TargetKind kind, int64_t pad_value,
-                  std::optional<int64_t> max_length)
+                  std::optional<int64_t> max_length, std::vector<EdgeSample> edges)
       : label_(std::move(label)),
         tokens_(std::move(tokens)),
         offsets_(std::move(offsets)),
         target_(std::move(target)),
         kind_(kind),
         pad_value_(pad_value),
-        max_length_(max_length) {
+        max_length_(max_length),
+        edges_(std::move(edges)) {
     if (kind_ == TargetKind::kClassIndex) num_classes_ = target_.max().item<int64_t>() + 1;
   }
 
@@ -88,6 +89,7 @@ class SequenceDataset : public Dataset {
   int64_t memory_bytes() const override {
     return static_cast<int64_t>((tokens_.size() + offsets_.size()) * sizeof(int64_t)) + target_.nbytes();
   }
+  std::vector<EdgeSample> edge_samples() const override { return edges_; }
 
  private:
   std::string label_;
@@ -98,6 +100,7 @@ class SequenceDataset : public Dataset {
   int64_t pad_value_;
   std::optional<int64_t> max_length_;
   int64_t num_classes_ = 0;
+  std::vector<EdgeSample> edges_;
 };
 
 class JsonlReader {
@@ -130,8 +133,9 @@ class JsonlReader {
         throw DataError(source_.path + ": input_shape is set, but '" + source_.input_field +
                         "' holds integer sequences (token ids), which are padded per batch, "
                         "not reshaped");
+      std::vector<Dataset::EdgeSample> edges = edge_samples();
       auto dataset = std::make_shared<SequenceDataset>(label, std::move(tokens_), std::move(offsets_), target, kind_,
-                                                       source_.pad_value, source_.max_length);
+                                                       source_.pad_value, source_.max_length, std::move(edges));
       if (!options_.complexity_field.empty()) dataset->set_complexities(std::move(complexity_));
       return dataset;
     }
@@ -205,6 +209,39 @@ class JsonlReader {
     lines_.push_back(line);
     if (!options_.complexity_field.empty()) read_complexity(line, record);
     read_target(line, *target);
+  }
+
+  // The records holding the largest and the smallest token id (within
+  // max_length, which truncates the rest away) and the longest record.
+  std::vector<Dataset::EdgeSample> edge_samples() const {
+    const int64_t records = static_cast<int64_t>(lines_.size());
+    int64_t largest = -1, smallest = -1, longest = -1;
+    int64_t largest_id = 0, smallest_id = 0, longest_length = 0;
+    for (int64_t r = 0; r < records; ++r) {
+      const int64_t length = offsets_[r + 1] - offsets_[r];
+      const int64_t seen = source_.max_length ? std::min(length, *source_.max_length) : length;
+      for (int64_t i = offsets_[r]; i < offsets_[r] + seen; ++i) {
+        if (largest < 0 || tokens_[i] > largest_id) largest = r, largest_id = tokens_[i];
+        if (smallest < 0 || tokens_[i] < smallest_id) smallest = r, smallest_id = tokens_[i];
+      }
+      if (length > longest_length) longest = r, longest_length = length;
+    }
+    // One probe per record, saying all it stands for.
+    std::vector<Dataset::EdgeSample> edges;
+    auto add = [&](int64_t record, const std::string& holds) {
+      if (record < 0) return;
+      for (auto& edge : edges) {
+        if (edge.index == record) {
+          edge.holds += " and " + holds;
+          return;
+        }
+      }
+      edges.push_back({record, lines_[record], "the data's " + holds});
+    };
+    add(largest, "largest token id (" + std::to_string(largest_id) + ")");
+    add(smallest, "smallest token id (" + std::to_string(smallest_id) + ")");
+    if (!source_.max_length) add(longest, "longest sequence (" + std::to_string(longest_length) + " tokens)");
+    return edges;
   }
 
   void read_complexity(int line, const json& record) {

@@ -115,6 +115,27 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
                     advice + where,
                 true);
   }
+  // The samples the first two may not stand for (a token id beyond the
+  // model's embedding, a sequence beyond its context), each beside sample
+  // 0 or 1 so that the batch holds two as above.
+  for (const Dataset::EdgeSample& edge : data.edge_samples()) {
+    std::vector<int64_t> pair{edge.index};
+    if (data.size() > 1) pair.push_back(edge.index == 0 ? 1 : 0);
+    const Batch edge_batch = data.get_batch(pair);
+    try {
+      if (model_loss) (void)train::forward_output(module, nullptr, {edge_batch.input, edge_batch.target});
+      else (void)train::forward_output(module, nullptr, {edge_batch.input});
+    } catch (const std::exception& e) {
+      std::string why = last_line(e, trace_file, &where);
+      while (!why.empty() && why.back() == '.') why.pop_back();
+      const std::string at = edge.line > 0 ? "line " + std::to_string(edge.line) + " of " + source.path
+                                           : "sample " + std::to_string(edge.index) + " of " + source.path;
+      throw Error(key + ": the model's forward fails on " + at + ", which holds " + edge.holds + ": " + why +
+                      ". A batch that draws it would fail mid-run: fix the record, or give the model a "
+                      "vocabulary (or context) that covers it" + where,
+                  true);
+    }
+  }
   if (model_loss) {
     if (out.numel() != 1) {
       throw Error("model.loss is model, but the model's forward returned " + describe(out) +
