@@ -45,6 +45,18 @@ class Preflight : public RunTest {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 
+  // `bagua run ARGS` into a fresh output directory: refused before any
+  // worker starts (exit 2, no metrics), saying `expect` once, no trace.
+  void expect_refused(const std::string& args, const std::string& expect) {
+    const fs::path out = dir_ / "out";
+    fs::remove_all(out);
+    RunOutcome r = bagua_run(args + " --set output.dir=" + out.string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(count(r.output, expect), 1u) << r.output;
+    expect_no_trace(r.output);
+    EXPECT_FALSE(fs::exists(out / "metrics.jsonl")) << "a worker started";
+  }
+
   // A 4-input, 3-class linear model and 40-row CSV files: train.csv
   // (labels 0-2), bad_label.csv (a 5 on row 31), wide_eval.csv (5 inputs);
   // the recipe trains on train.csv and evaluates on it, 3 steps an epoch.
@@ -174,13 +186,7 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
                         Case{"--set data.eval.path=" + wide,
                              "the model's forward fails on 2 evaluation samples of data.eval (input [2, 5]"}}) {
     SCOPED_TRACE(c.sets);
-    const fs::path out = dir_ / "out";
-    fs::remove_all(out);
-    RunOutcome r = bagua_run(recipe.string() + " " + c.sets + " --set output.dir=" + out.string());
-    EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_EQ(count(r.output, c.expect), 1u) << r.output;
-    expect_no_trace(r.output);
-    EXPECT_FALSE(fs::exists(out / "metrics.jsonl")) << "a worker started";
+    expect_refused(recipe.string() + " " + c.sets, c.expect);
   }
   // Labels 0-2 for 3 outputs, eval data like the training data: trains.
   RunOutcome good = bagua_run(recipe.string() + " --set output.dir=" + (dir_ / "good").string());
@@ -261,14 +267,7 @@ TEST_F(Preflight, ATokenIdOrSequenceTheModelCannotTakeIsNamedByItsLine) {
                         Case{"long.jsonl", "fails on line 5 of " + (dir_ / "long.jsonl").string() +
                                                ", which holds the data's longest sequence (12 tokens): "}}) {
     SCOPED_TRACE(c.file);
-    const fs::path out = dir_ / "out";
-    fs::remove_all(out);
-    RunOutcome r = bagua_run(recipe.string() + " --set data.train.path=" + (dir_ / c.file).string() +
-                             " --set output.dir=" + out.string());
-    EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_EQ(count(r.output, c.expect), 1u) << r.output;
-    expect_no_trace(r.output);
-    EXPECT_FALSE(fs::exists(out / "metrics.jsonl")) << "a worker started";
+    expect_refused(recipe.string() + " --set data.train.path=" + (dir_ / c.file).string(), c.expect);
   }
   // Ids 1-9 and at most 6 positions: trains.
   RunOutcome good = bagua_run(recipe.string() + " --set output.dir=" + (dir_ / "good").string());
