@@ -706,6 +706,35 @@ TEST_F(ImageFolderTest, AnEmptyClassOrNoClassIsAnErrorNamingThePath) {
   EXPECT_NE(load_error(source({2, 8, 8}), {0}).find("C 1 or 3"), std::string::npos);
 }
 
+// An eval folder holding some of the training classes: each class keeps
+// the training data's label for its name (given as LoadOptions::class_names,
+// as load_eval_set does), not its place among the folder's own classes; a
+// class the training data lacks is an error naming its directory.
+TEST_F(ImageFolderTest, GivenTheTrainingClassesAFolderIsLabelledByClassName) {
+  add("mole", "m.png", 1);
+  add("zebra", "z.png", 2);
+  LoadOptions options;
+  options.class_names = {"ant", "mole", "zebra"};
+  auto data = load_dataset(source(), TargetKind::kClassIndex, options);
+  EXPECT_EQ(data->num_classes(), 3);
+  at::Tensor labels = data->get_batch({0, 1}).target;
+  EXPECT_EQ(labels[0].item<int64_t>(), 1);
+  EXPECT_EQ(labels[1].item<int64_t>(), 2);
+  EXPECT_NE(data->describe().find("2 images in 2 classes of the training data's 3"), std::string::npos)
+      << data->describe();
+  EXPECT_EQ(load_dataset(source(), TargetKind::kClassIndex)->get_batch({1}).target[0].item<int64_t>(), 1)
+      << "without the training classes, its own";
+  add("cat", "c.png", 3);
+  try {
+    load_dataset(source(), TargetKind::kClassIndex, options);
+    ADD_FAILURE() << "a class the training data lacks was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(root() + "/cat: a class the training data does not have (ant, mole, zebra)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ImageFolderTest, TheLoadBalancingComplexityIsTheFileSize) {
   const std::string a = add("a", "0.png", 1);
   const std::string b = add("b", "1.jpg", 1, true);

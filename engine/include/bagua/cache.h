@@ -162,6 +162,7 @@ class CachedDataset : public Dataset {
   }
   std::string describe() const override;
   int64_t num_classes() const override { return dataset_->num_classes(); }
+  std::vector<std::string> class_names() const override { return dataset_->class_names(); }
   int64_t memory_bytes() const override { return dataset_->memory_bytes(); }
   double read_bytes_per_sample() const override { return dataset_->read_bytes_per_sample(); }
   int64_t skipped_samples() const override { return dataset_->skipped_samples(); }

@@ -96,6 +96,10 @@ class Dataset {
   // 0 for kFloat targets.
   virtual int64_t num_classes() const = 0;
 
+  // Formats whose classes have names (image_folder: the class directories,
+  // sorted; label i is the i-th): the names. Empty for numeric labels.
+  virtual std::vector<std::string> class_names() const { return {}; }
+
   // Samples the first batch may not stand for, which the preflight feeds
   // the model before any worker starts: for token sequences, the one
   // holding the largest id, the smallest and the longest sequence (an id
@@ -172,6 +176,11 @@ struct LoadOptions {
   // eval set, which is never augmented.
   bool augment = false;
   uint64_t augment_seed = 0;
+  // image_folder: label each class directory by its place in these names
+  // (data.train's classes, for the eval set), not by its place among its
+  // own: an eval folder holding some of the classes is scored as the model
+  // was trained. A class not among them is a DataError. Empty: its own.
+  std::vector<std::string> class_names = {};
 };
 
 // The options a recipe's data section asks of its training set, and of its

@@ -12,6 +12,7 @@
 
 #include <bagua/data_files.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -33,13 +34,31 @@ class ImageFolderDataset : public Dataset {
         crop_padding_(source.crop_padding.value_or(-1)),
         skip_unreadable_(source.skip_unreadable),
         normalizer_(source.mean_std, source.input_shape, source.path, "the image's channels") {
+    classes_ = options.class_names.empty() ? listing_.classes : options.class_names;
+    if (!options.class_names.empty()) {
+      // Relabel by name: label i is classes_[i].
+      std::vector<int64_t> to(listing_.classes.size());
+      for (size_t c = 0; c < listing_.classes.size(); ++c) {
+        auto at = std::find(classes_.begin(), classes_.end(), listing_.classes[c]);
+        if (at == classes_.end()) {
+          std::string known;
+          for (const auto& name : classes_) known += (known.empty() ? "" : ", ") + name;
+          throw DataError(source.path + "/" + listing_.classes[c] + ": a class the training data does not have (" +
+                          known + "), so the model has no output for it; remove it from this folder or add it "
+                          "to the training folder");
+        }
+        to[c] = at - classes_.begin();
+      }
+      for (int64_t& label : listing_.labels) label = to[static_cast<size_t>(label)];
+    }
     int64_t bytes = 0;
     for (int64_t b : listing_.sizes) bytes += b;
     mean_file_bytes_ = listing_.files.empty() ? 0.0 : static_cast<double>(bytes) / listing_.files.size();
   }
 
   int64_t size() const override { return static_cast<int64_t>(listing_.files.size()); }
-  int64_t num_classes() const override { return static_cast<int64_t>(listing_.classes.size()); }
+  int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
+  std::vector<std::string> class_names() const override { return classes_; }
   int64_t memory_bytes() const override {
     int64_t names = 0;
     for (const auto& f : listing_.files) names += static_cast<int64_t>(f.size()) + 32;
@@ -83,6 +102,7 @@ class ImageFolderDataset : public Dataset {
   std::string describe() const override {
     std::ostringstream s;
     s << "image_folder " << base_name(root_) << ": " << size() << " images in " << listing_.classes.size() << " classes";
+    if (classes_.size() != listing_.classes.size()) s << " of the training data's " << classes_.size();
     if (listing_.other_files > 0) s << " (" << listing_.other_files << " other files ignored)";
     s << ", input " << shape_string({geometry_.channels, geometry_.height, geometry_.width}) << " float32"
       << normalizer_.description();
@@ -132,6 +152,7 @@ class ImageFolderDataset : public Dataset {
   MeanStdNormalizer normalizer_;
   double mean_file_bytes_ = 0;
   mutable std::atomic<int64_t> skipped_{0};
+  std::vector<std::string> classes_;  // label i's name
   mutable std::mutex said_mutex_;
   mutable std::set<std::string> said_;
 };

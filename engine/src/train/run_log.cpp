@@ -32,6 +32,18 @@ RunLog::RunLog(const std::string& metrics_path, bool enabled, int64_t total_step
     : enabled_(enabled), total_steps_(total_steps), start_step_(start_step), start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
   if (!enabled_) return;
+  // A resumed run's best evaluation so far includes the runs before it,
+  // up to the checkpoint it resumed from (a later one was redone).
+  if (append && start_step > 0) {
+    try {
+      for (const metrics::Record& record : metrics::read_metrics_file(metrics_path)) {
+        const auto* r = std::get_if<EvalRecord>(&record);
+        if (r && r->step <= start_step) note_best(*r);
+      }
+    } catch (const std::exception&) {
+      // No earlier file, or one we cannot read: this run's evaluations only.
+    }
+  }
   metrics_.open(metrics_path, append ? std::ios::app : std::ios::trunc);
   const char* progress = std::getenv("BAGUA_PROGRESS");
   if (progress && std::string(progress) == "tty") {
@@ -107,13 +119,17 @@ void RunLog::write_line(const metrics::Record& record) {
   metrics_.flush();
 }
 
-void RunLog::eval(const EvalRecord& r) {
-  if (!enabled_) return;
-  last_eval_ = r;
+void RunLog::note_best(const EvalRecord& r) {
   // The best: the highest accuracy for classification, else the lowest loss.
   const bool better = !best_eval_ || (r.eval_accuracy ? r.eval_accuracy > best_eval_->eval_accuracy
                                                       : r.eval_loss < best_eval_->eval_loss);
   if (better) best_eval_ = r;
+}
+
+void RunLog::eval(const EvalRecord& r) {
+  if (!enabled_) return;
+  last_eval_ = r;
+  note_best(r);
   write_line(r);
   write_tensorboard(r.step, metrics::tensorboard_scalars(r));
   char line[200];
@@ -149,7 +165,7 @@ std::string RunLog::summary(int64_t step) const {
     if (last.eval_accuracy && best.eval_accuracy) {
       std::snprintf(part, sizeof(part), ", eval accuracy %.2f%%", 100.0 * *last.eval_accuracy);
       line += part;
-      if (best.step != last.step) {
+      if (*best.eval_accuracy > *last.eval_accuracy) {
         std::snprintf(part, sizeof(part), " (best %.2f%% at step %lld)", 100.0 * *best.eval_accuracy,
                       static_cast<long long>(best.step));
         line += part;
@@ -157,7 +173,7 @@ std::string RunLog::summary(int64_t step) const {
     } else {
       std::snprintf(part, sizeof(part), ", eval loss %.4f", last.eval_loss);
       line += part;
-      if (best.step != last.step) {
+      if (best.eval_loss < last.eval_loss) {
         std::snprintf(part, sizeof(part), " (best %.4f at step %lld)", best.eval_loss,
                       static_cast<long long>(best.step));
         line += part;

@@ -58,6 +58,7 @@ class RunLog {
  private:
   void draw(int64_t step, int64_t epoch, double rate);
   void write_line(const metrics::Record& record);
+  void note_best(const EvalRecord& r);
   void write_tensorboard(int64_t step, const Scalars& values);
   bool enabled_;
   std::FILE* bar_ = nullptr;  // where the bar is drawn; null: plain lines

@@ -56,6 +56,7 @@ class InputsCastTo : public Dataset {
     return inner_->describe() + " (inputs cast to " + std::string(c10::toString(type_)) + ", as data.train's)";
   }
   int64_t num_classes() const override { return inner_->num_classes(); }
+  std::vector<std::string> class_names() const override { return inner_->class_names(); }
 
  private:
   std::shared_ptr<Dataset> inner_;
@@ -122,8 +123,10 @@ std::shared_ptr<Dataset> load_training_set(const Recipe& recipe, bool through_ca
 
 std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train) {
   if (!recipe.data.eval) return nullptr;
-  std::shared_ptr<Dataset> eval =
-      load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_load_options_for(recipe.data));
+  LoadOptions options = eval_load_options_for(recipe.data);
+  // Named classes (image folders) are labelled as data.train labels them.
+  if (recipe.data.eval->format == recipe.data.train.format) options.class_names = train.class_names();
+  std::shared_ptr<Dataset> eval = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), options);
   if (eval->size() == 0 || train.size() == 0) return eval;
   const at::ScalarType want = train.get_batch({0}).input.scalar_type();
   const at::ScalarType have = eval->get_batch({0}).input.scalar_type();
