@@ -183,6 +183,8 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
                         Case{"--set data.eval.path=" + bad_label, "data.eval's class labels go up to 5"},
                         Case{"--set 'train.early_stop={patience: 2, metric: eval_perplexity}'",
                              "train.early_stop.metric: eval_perplexity is not reported by this run's evaluations"},
+                        Case{"--set model.loss=model",
+                             "model.loss: model calls forward(input, target) and trains on the one value it returns"},
                         Case{"--set data.eval.path=" + wide,
                              "the model's forward fails on 2 evaluation samples of data.eval (input [2, 5]"}}) {
     SCOPED_TRACE(c.sets);
@@ -248,6 +250,7 @@ TEST_F(Preflight, ATokenIdOrSequenceTheModelCannotTakeIsNamedByItsLine) {
   jsonl("oov.jsonl", 7, "1,2,10,3");
   jsonl("negative.jsonl", 9, "4,-1,5");
   jsonl("long.jsonl", 5, "2,3,4,5,6,7,8,2,3,4,5,6");
+  jsonl("first.jsonl", 1, "1,12,3");
   const fs::path recipe = dir_ / "tokens.yaml";
   std::ofstream(recipe) << "name: tokens\n"
                         << "model: {torchscript: " << model.string() << ", loss: cross_entropy}\n"
@@ -265,7 +268,11 @@ TEST_F(Preflight, ATokenIdOrSequenceTheModelCannotTakeIsNamedByItsLine) {
                         Case{"negative.jsonl", "fails on line 9 of " + (dir_ / "negative.jsonl").string() +
                                                    ", which holds the data's smallest token id (-1): "},
                         Case{"long.jsonl", "fails on line 5 of " + (dir_ / "long.jsonl").string() +
-                                               ", which holds the data's longest sequence (12 tokens): "}}) {
+                                               ", which holds the data's longest sequence (12 tokens): "},
+                        // In the first batch: no line to name, but what token ids need.
+                        Case{"first.jsonl", "The inputs are token ids: every id must be below the model's "
+                                            "vocabulary (its embedding's size) and no sequence longer than its "
+                                            "positions (data.train.max_length truncates them)"}}) {
     SCOPED_TRACE(c.file);
     expect_refused(recipe.string() + " --set data.train.path=" + (dir_ / c.file).string(), c.expect);
   }

@@ -101,15 +101,34 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
     // A dtype the model does not take: the data file's values decide it
     // (whole numbers load as integers, token ids), no shape can help.
     const bool dtype = why.find("dtype") != std::string::npos || why.find("scalar type") != std::string::npos;
-    const std::string advice =
-        dtype ? "The inputs' dtype follows " + key + "'s values (whole numbers load as Long, for token ids): give "
-                "the model what it takes, or a model that takes these (an embedding first, for token ids)"
-              : "Give " + key + ".input_shape the shape the model takes, one sample without the batch dimension "
-                "(e.g. [1, 28, 28] for 28x28 grey images)" +
-                    // A CSV's width is the columns it reads: say which.
-                    (source.format == DataFormat::kCsv
-                         ? ", or choose its columns with input_columns or exclude_columns (" + data.describe() + ")"
-                         : std::string());
+    // Token ids (tokens, jsonl integer lists) have no input_shape: an id
+    // beyond the embedding or a sequence beyond the positions fails here.
+    const bool token_ids = at::isIntegralType(batch.input.scalar_type(), false) &&
+                           (source.format == DataFormat::kTokens || source.format == DataFormat::kJsonl);
+    // model.loss: model calls forward(input, target).
+    const bool arity = model_loss && why.find("argument") != std::string::npos;
+    std::string advice;
+    if (arity) {
+      advice = "model.loss: model calls forward(input, target) and trains on the one value it returns: give the "
+               "model that forward, or name the loss in model.loss (e.g. cross_entropy)";
+    } else if (dtype) {
+      advice = "The inputs' dtype follows " + key + "'s values (whole numbers load as Long, for token ids): give "
+               "the model what it takes, or a model that takes these (an embedding first, for token ids)";
+    } else if (token_ids) {
+      advice = "The inputs are token ids: every id must be below the model's vocabulary (its embedding's size) " +
+               std::string(source.format == DataFormat::kTokens
+                               ? "and " + key + ".context within its positions; set " + key +
+                                     ".vocab_size to the model's vocabulary to have every id read checked"
+                               : "and no sequence longer than its positions (" + key +
+                                     ".max_length truncates them)");
+    } else {
+      advice = "Give " + key + ".input_shape the shape the model takes, one sample without the batch dimension "
+               "(e.g. [1, 28, 28] for 28x28 grey images)" +
+               // A CSV's width is the columns it reads: say which.
+               (source.format == DataFormat::kCsv
+                    ? ", or choose its columns with input_columns or exclude_columns (" + data.describe() + ")"
+                    : std::string());
+    }
     throw Error("the model's forward fails on " + samples + " of " + key + " (input " + describe(batch.input) +
                     (model_loss ? ", target " + describe(batch.target) : std::string()) + "): " + why + ". " +
                     advice + where,
