@@ -32,8 +32,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitInvalidInput;
+    // --help and --version: CLI11 prints them.
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitInvalidInput;
+    // Anything else in the form of every other error, with where to look.
+    std::string name = "bagua";
+    for (const CLI::App* sub : app.get_subcommands()) name += " " + sub->get_name();
+    std::string what = e.what();
+    if (!what.empty() && what.back() == ' ') what += "\"\" (an empty argument)";
+    std::cerr << name << ": error: " << what << "\n"
+              << name << ": (`" << name << " --help` lists what it takes"
+              << (name == "bagua" ? "" : "; a recipe key is changed with --set KEY=VALUE") << ")\n";
+    return kExitInvalidInput;
   }
   for (auto& [sub, run] : runners) {
     if (!sub->parsed()) continue;

@@ -54,7 +54,7 @@ CommandRunner forward(CLI::App& sub, const std::string& name) {
       std::cerr << "bagua " << name << ": cannot find bagua-runtime (the executable of the commands that train) "
                 << "beside " << self_exe() << " or in ../libexec/bagua/; reinstall bagua, or set BAGUA_RUNTIME "
                 << "to its path\n";
-      return kExitInternal;
+      return kExitInvalidInput;  // an environment to mend, not a bug
     }
     std::vector<std::string> args{"bagua", name};
     for (const auto& a : sub.remaining()) args.push_back(a);
@@ -64,7 +64,7 @@ CommandRunner forward(CLI::App& sub, const std::string& name) {
     quiet_libtorch_logs();
     ::execv(runtime.c_str(), argv.data());
     std::cerr << "bagua " << name << ": cannot run " << runtime << ": " << std::strerror(errno) << "\n";
-    return kExitInternal;
+    return kExitInvalidInput;
   };
 }
 

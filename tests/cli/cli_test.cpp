@@ -57,6 +57,23 @@ TEST(Cli, VersionAndBadUsage) {
   const Outcome unknown = bagua("frobnicate");
   EXPECT_EQ(unknown.exit_code, bagua::kExitInvalidInput) << unknown.output;
   EXPECT_EQ(bagua("run --no-such-flag x.yaml").exit_code, bagua::kExitInvalidInput);
+  // A flag of another command, and an empty argument: in the form of every
+  // error, with where to look.
+  const Outcome other = bagua("validate x.yaml --nproc-per-node 3");
+  EXPECT_EQ(other.exit_code, bagua::kExitInvalidInput) << other.output;
+  EXPECT_TRUE(has(other.output, "bagua validate: error: The following arguments were not expected: 3 --nproc-per-node"))
+      << other.output;
+  EXPECT_TRUE(has(other.output, "a recipe key is changed with --set KEY=VALUE")) << other.output;
+  const Outcome empty = bagua("validate x.yaml ''");
+  EXPECT_TRUE(has(empty.output, "bagua validate: error: The following argument was not expected: \"\" (an empty "
+                                "argument)"))
+      << empty.output;
+  // A runtime that cannot be run is the environment's fault: 2, not 1.
+  ::setenv("BAGUA_RUNTIME", "/nonexistent/bagua-runtime", 1);
+  const Outcome no_runtime = bagua("run x.yaml");
+  ::unsetenv("BAGUA_RUNTIME");
+  EXPECT_EQ(no_runtime.exit_code, bagua::kExitInvalidInput) << no_runtime.output;
+  EXPECT_TRUE(has(no_runtime.output, "bagua run: cannot run /nonexistent/bagua-runtime")) << no_runtime.output;
 }
 
 // A user error thrown by the engine becomes one line naming the command,
