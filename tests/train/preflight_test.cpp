@@ -183,6 +183,9 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
                         Case{"--set data.eval.path=" + bad_label, "data.eval's class labels go up to 5"},
                         Case{"--set 'train.early_stop={patience: 2, metric: eval_perplexity}'",
                              "train.early_stop.metric: eval_perplexity is not reported by this run's evaluations"},
+                        Case{"--set model.loss=nll",
+                             "model.loss: nll takes log-probabilities (a log_softmax output), but the model's "
+                             "outputs on 2 training samples of data.train are not"},
                         Case{"--set model.loss=model",
                              "model.loss: model calls forward(input, target) and trains on the one value it returns"},
                         Case{"--set data.eval.path=" + wide,
@@ -193,6 +196,15 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
   // Labels 0-2 for 3 outputs, eval data like the training data: trains.
   RunOutcome good = bagua_run(recipe.string() + " --set output.dir=" + (dir_ / "good").string());
   EXPECT_EQ(good.exit_code, 0) << good.output;
+  // nll on a model ending in log_softmax: trains.
+  const fs::path log_probs = dir_ / "log_probs.pt";
+  python("import sys, torch\n"
+         "m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LogSoftmax(1))\n"
+         "torch.jit.script(m).save(sys.argv[1])\n",
+         log_probs);
+  RunOutcome nll = bagua_run(recipe.string() + " --set model.loss=nll --set model.torchscript=" + log_probs.string() +
+                             " --set output.dir=" + (dir_ / "nll").string());
+  EXPECT_EQ(nll.exit_code, 0) << nll.output;
 }
 
 // (With the data above.) A finished run names the limit that ended it: run

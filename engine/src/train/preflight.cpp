@@ -189,6 +189,22 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
                     ". Choose the loss that fits the output (model.loss), or change what the model returns" + where,
                 true);
   }
+  // nll takes log-probabilities: on raw scores (no log_softmax) its loss
+  // falls without bound, and the run "trains" to large negative losses.
+  if (recipe.model.loss == Loss::kNll && out.dim() >= 2) {
+    const int64_t class_dim = train::is_sequence_output(out, batch.target) ? out.dim() - 1 : 1;
+    const at::Tensor mass = out.to(at::kDouble).exp().sum(class_dim);
+    const double worst = (mass - 1.0).abs().max().item<double>();
+    if (!(worst < 0.05)) {
+      char sums[96];
+      std::snprintf(sums, sizeof(sums), "%.3g to %.3g", mass.min().item<double>(), mass.max().item<double>());
+      throw Error(std::string("model.loss: nll takes log-probabilities (a log_softmax output), but the "
+                              "model's outputs on ") + samples + " of " + key + " are not: their exponentials "
+                      "sum to " + sums + " over the classes, not 1, and the loss would fall without bound. Use "
+                      "model.loss cross_entropy for raw scores (logits), or end the model with log_softmax",
+                  true);
+    }
+  }
   // checkpoint.keep_best and train.early_stop watch a figure the
   // evaluations must report: said now, not at the first evaluation.
   const bool classify = is_classification(recipe.model.loss);
