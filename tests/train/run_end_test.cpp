@@ -125,4 +125,19 @@ TEST_F(RunTest, AnElasticJobsPortHeldByAnotherProgramIsSaidAtOnce) {
   EXPECT_LT(seconds, 60.0) << "not after distributed.timeout_s";
 }
 
+// A run extended on resume (a raised max_steps) under a cosine schedule
+// over the whole run: the rate follows the longer run's curve, higher
+// again, and the resumed run says so (the checkpoint records the length).
+TEST_F(RunTest, ExtendingARunUnderACosineScheduleSaysTheRateFollowsTheNewLength) {
+  const std::string recipe = write_recipe("cosine", "scheduler: {type: cosine}\n");
+  RunOutcome first = bagua_run(recipe);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_FALSE(contains(first.output, "learning-rate schedule now spans")) << first.output;
+  RunOutcome longer = bagua_run(recipe + " --set train.max_steps=32");
+  ASSERT_EQ(longer.exit_code, 0) << longer.output;
+  EXPECT_TRUE(contains(longer.output, "note: the cosine learning-rate schedule now spans 32 steps, not the 24 of the "
+                                      "run before (train.epochs or train.max_steps changed): from step 24"))
+      << longer.output;
+}
+
 }  // namespace

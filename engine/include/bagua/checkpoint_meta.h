@@ -85,6 +85,10 @@ struct CheckpointMeta {
   std::optional<int64_t> global_batch;
   std::optional<int64_t> epoch_position;
   std::optional<ScheduleUnits> schedule;
+  // The learning-rate schedule's length (steps) in the run that wrote it,
+  // so that a run resumed with another length can say its rate follows a
+  // new curve; 0: not recorded.
+  int64_t schedule_steps = 0;
   nlohmann::json provenance;   // the run's provenance.json; null: not recorded
   int64_t tuned_bucket_bytes = 0;  // bucket_size: auto's choice; 0: none
   // The run's final state: written when training ended (not by a stop),

@@ -89,8 +89,9 @@ json to_json(const CheckpointMeta& m) {
             {"optimizers", m.optimizers}};
   if (m.has_files) j["files"] = files;
   if (!m.data_plan.is_null()) j["data"] = m.data_plan;
-  if (m.global_batch || m.epoch_position || m.schedule) {
+  if (m.global_batch || m.epoch_position || m.schedule || m.schedule_steps > 0) {
     json p = json::object();
+    if (m.schedule_steps > 0) p["schedule_steps"] = m.schedule_steps;
     if (m.global_batch) p["global_batch"] = *m.global_batch;
     if (m.epoch_position) p["epoch_position"] = *m.epoch_position;
     if (m.schedule) {
@@ -134,6 +135,7 @@ CheckpointMeta checkpoint_meta_from_json(const json& j) {
     const json& p = j["progress"];
     m.global_batch = optional_integer(p, "global_batch");
     m.epoch_position = optional_integer(p, "epoch_position");
+    m.schedule_steps = optional_integer(p, "schedule_steps").value_or(0);
     if (p.contains("schedule") && p["schedule"].is_object()) {
       const json& s = p["schedule"];
       ScheduleUnits units;

@@ -122,6 +122,14 @@ void say_resumed(RunLog& log, const ResumeFacts& f) {
     if (local && std::atoll(local) > 0) record.nodes = (f.world + std::atoll(local) - 1) / std::atoll(local);
   }
   if (f.resized) say_resize(log, f, record);
+  // train.epochs or max_steps changed: the rate follows the new length's
+  // curve from here (higher again, after a run that had decayed it).
+  if (!f.schedule.empty() && f.schedule_steps_before > 0 && f.schedule_steps != f.schedule_steps_before) {
+    log.say("note: the " + f.schedule + " learning-rate schedule now spans " + std::to_string(f.schedule_steps) +
+            " steps, not the " + std::to_string(f.schedule_steps_before) +
+            " of the run before (train.epochs or train.max_steps changed): from step " + std::to_string(f.at.step) +
+            " the rate follows the new length's curve; set scheduler.total_steps to keep one schedule across runs");
+  }
   log.record(record);
 }
 

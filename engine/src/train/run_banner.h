@@ -54,6 +54,10 @@ struct ResumeFacts {
   // when a resize changed them to keep the global batch (else 0), and
   // data.batch_size.
   int64_t accum = 1, accum_before = 0, batch_size = 0;
+  // A schedule over the whole run ("cosine", "linear"; empty: another):
+  // its length in the run before (0: not recorded) and in this one.
+  std::string schedule;
+  int64_t schedule_steps_before = 0, schedule_steps = 0;
 };
 
 // The lines and the resume record (metrics.jsonl).

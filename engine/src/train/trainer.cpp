@@ -154,13 +154,17 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
 
 // The learning-rate schedule at this step: by the step, or, once the run
 // changed size, by the samples seen (resume.h).
+int64_t Worker::schedule_steps() const {
+  return schedule_ && schedule_->by_samples ? schedule_->total_steps : total_;
+}
+
 void Worker::set_learning_rates(int64_t epoch, int64_t b) {
   const bool by_samples = schedule_ && schedule_->by_samples;
   const double at = train::schedule_step(schedule_, pos_.step, epoch,
                                          by_samples ? sampler_->position(epoch, b) : std::nullopt);
   for (size_t i = 0; i < built_.optimizers.size(); ++i) {
-    train::set_lr(*built_.optimizers[i], train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], at,
-                                                             by_samples ? schedule_->total_steps : total_));
+    train::set_lr(*built_.optimizers[i],
+                  train::scheduled_lr(recipe_.scheduler, built_.base_lrs[i], at, schedule_steps()));
   }
 }
 
@@ -300,6 +304,7 @@ void Worker::save(const train::Position& at) {
   meta.global_batch = sampler_->global_batch();
   meta.epoch_position = sampler_->position(at.epoch, at.batch_in_epoch);
   meta.schedule = schedule_;
+  meta.schedule_steps = schedule_steps();
   meta.finished = finishing_ && !outcome_.stopped;
   if (best_) meta.keep_best = best_->state();
   if (early_stop_) meta.early_stop = early_stop_->state();

@@ -81,6 +81,9 @@ class Worker {
   // One optimizer step on batch `b` of `epoch`.
   void train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& samples);
   void set_learning_rates(int64_t epoch, int64_t b);
+  // The learning-rate schedule's length: the run's steps, or, once a
+  // resize made it follow the samples seen, the units' total.
+  int64_t schedule_steps() const;
   void after_step(int64_t epoch, int64_t b, bool epoch_ends);
   void stop_at(const Position& at);
   bool stop_due();
@@ -134,6 +137,7 @@ class Worker {
   Position pos_;
   TrainOutcome outcome_;
   int64_t per_epoch_ = 0, total_ = 0, last_eval_step_ = -1;
+  int64_t schedule_steps_before_ = 0;  // the checkpoint's (resume): 0 unknown
   bool finishing_ = false;                 // training is over: background work stays stopped
   std::optional<Resize> resized_;          // a resume at another world size or global batch
   std::optional<ScheduleUnits> schedule_;  // from the checkpoint; else this run's, once planned

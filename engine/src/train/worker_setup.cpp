@@ -121,6 +121,7 @@ void Worker::resume() {
   // The epoch continues in the sample order from where its batches began.
   sampler_->start_epoch_at(pos_.epoch, pos_.epoch_start);
   schedule_ = train::resumed_schedule(resumed->meta, resized_.has_value());
+  schedule_steps_before_ = resumed->meta.schedule_steps;
   tuned_bucket_bytes_ = resumed->meta.tuned_bucket_bytes;
   if (best_) best_->resume_from(resumed->meta.keep_best);
   if (early_stop_) early_stop_->resume_from(resumed->meta.early_stop);
@@ -325,6 +326,13 @@ void Worker::announce() {
     f.accum = accum_;
     f.accum_before = accum_before_;
     f.batch_size = recipe_.data.batch_size;
+    // A cosine or linear schedule over the whole run follows its length.
+    const SchedulerSpec& sched = recipe_.scheduler;
+    if ((sched.type == SchedulerType::kCosine || sched.type == SchedulerType::kLinear) && !sched.total_steps) {
+      f.schedule = sched.type == SchedulerType::kCosine ? "cosine" : "linear";
+      f.schedule_steps_before = schedule_steps_before_;
+      f.schedule_steps = schedule_steps();
+    }
     train::say_resumed(*log_, f);
     // Nothing left (a raised max_steps that train.epochs still caps, or the
     // reverse): say which limit ends the run, or it ends with "0 in this
