@@ -165,6 +165,22 @@ TEST_F(Bench, ARecipeBringsItsModelDataAndBatchSize) {
             std::string::npos)
       << chart;
   EXPECT_EQ(chart.find(report["model"].get<std::string>()), std::string::npos) << chart;
+
+  // The recipe's step: 2 micro-batches with one communication, so the
+  // bytes per step stay and the samples per step double.
+  const fs::path accum_out = dir_ / "accum.json";
+  RunOutcome accum = bagua_bench(kSource + "/recipes/fashion-mnist-mlp.yaml --algorithm gradient_allreduce --steps 3 "
+                                 "--rounds 1 --warmup 1 --set train.grad_accum_steps=2 --json " + accum_out.string());
+  ASSERT_EQ(accum.exit_code, 0) << accum.output;
+  const json two = read_json(accum_out);
+  EXPECT_EQ(two["grad_accum_steps"], 2);
+  EXPECT_EQ(two["batch_size"], recipe.data.batch_size);
+  const json& base = entry(report, "gradient_allreduce");
+  const json& accumulated = entry(two, "gradient_allreduce");
+  EXPECT_NEAR(accumulated["counted_bytes_per_step"].get<double>(), base["counted_bytes_per_step"].get<double>(),
+              0.01 * base["counted_bytes_per_step"].get<double>());
+  EXPECT_EQ(two["samples_per_step"].get<double>(), 2.0 * static_cast<double>(recipe.data.batch_size));
+  EXPECT_EQ(report["samples_per_step"].get<double>(), static_cast<double>(recipe.data.batch_size));
 }
 
 // Issue 42: one algorithm asked for was compared with nothing ("vs base

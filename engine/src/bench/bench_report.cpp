@@ -207,6 +207,7 @@ void chart_header(std::ostringstream& svg, const json& summarized) {
   std::ostringstream setup;
   setup << "bagua bench: seconds per step, " << summarized.value("world_size", 0) << " workers, batch "
         << summarized.value("batch_size", 0);
+  if (const int64_t accum = summarized.value("grad_accum_steps", 1); accum > 1) setup << " x " << accum << " micro-batches";
   if (const json link = summarized.value("link", json(nullptr)); link.is_string()) {
     setup << ", link " << link.get<std::string>();
   }

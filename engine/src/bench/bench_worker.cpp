@@ -8,6 +8,7 @@
 #include <bagua/recipe.h>
 
 #include "train/components.h"
+#include "train/evaluation.h"
 #include "train/worker_environment.h"
 #include "train/worker_options.h"
 
@@ -252,11 +253,13 @@ void BenchWorker::setup() {
     // batches (sampler.batch_complexity), the epoch's first ones.
     const bool variable = recipe_->data.sampler.batch_complexity.has_value();
     std::vector<std::vector<int64_t>> all;
-    const auto epoch = make_sampler(recipe_->data, *data, world_)->batch_list(0, rank_);
+    // A step's batch: train.grad_accum_steps micro-batches of batch_size.
+    const int64_t step_batch = batch_ * recipe_->train.grad_accum_steps;
+    const auto epoch = make_sampler(data_per_step(recipe_->data, recipe_->train), *data, world_)->batch_list(0, rank_);
     // (Only the pool below is made: a streamed set's epoch can hold millions.)
     for (int64_t i = 0; i < epoch->size() && all.size() < 64; ++i) {
       auto b = epoch->at(i);
-      if (variable || static_cast<int64_t>(b.size()) == batch_) all.push_back(std::move(b));
+      if (variable || static_cast<int64_t>(b.size()) == step_batch) all.push_back(std::move(b));
     }
     if (all.empty()) throw Error("the training data has fewer samples per worker than one batch", true);
     // A pool of batches, cycled: data loading stays out of the figures.
@@ -372,41 +375,59 @@ void BenchWorker::build(Contender& c) {
   if (c.background) c.ddp->pause_background();
 }
 
-// One training step of `c`; returns its seconds.
+// One training step of `c`; returns its seconds. With a recipe, the step
+// `bagua run` takes: train.precision's autocast, train.grad_accum_steps
+// micro-batches with communication on the last only, and
+// train.clip_grad_norm after the gradients are averaged.
 double BenchWorker::step(Contender& c, bool measured) {
   const Batch& b = batches_[c.cursor++ % batches_.size()];
   const auto start = Clock::now();
   double excluded = 0;
   for (auto& o : c.optimizers) o->zero_grad();
-  std::vector<c10::IValue> inputs{b.input};
-  const bool model_loss = recipe_ && recipe_->model.loss == Loss::kModel;
-  if (model_loss) inputs.push_back(b.target);
-  c10::IValue out = c.ddp ? c.ddp->forward(c.module, inputs) : c.module.forward(inputs);
-  if (!out.isTensor()) throw Error("the model's forward must return one tensor", true);
-  at::Tensor loss = model_loss ? out.toTensor()
-                               : train::compute_loss(recipe_ ? recipe_->model.loss : Loss::kCrossEntropy,
-                                                     out.toTensor(), b.target);
-  if (c.agreed_check) {
-    // Before anything of this step is communicated: a non-finite loss on
-    // any rank ends this contender on every rank alike (a diverged
-    // algorithm is a result, not a crash). Its time is not the step's.
-    const auto check_start = Clock::now();
-    at::Tensor bad = torch::tensor({std::isfinite(loss.item<double>()) ? 0.0 : 1.0}, torch::kDouble);
-    allreduce(bad, ReduceOp::MAX, control_);
-    excluded += seconds_since(check_start);
-    if (bad.item<double>() > 0) {
-      c.diverged = true;
-      return seconds_since(start) - excluded;
+  const int64_t n = b.input.size(0);
+  const int64_t micro = recipe_ && recipe_->train.grad_accum_steps > 1 ? recipe_->data.batch_size : n;
+  at::Tensor step_loss;
+  for (int64_t from = 0; from < n; from += micro) {
+    const int64_t size = std::min(micro, n - from);
+    const bool last = from + micro >= n;
+    const Batch part = size == n ? b : train::slice_batch(b, from, size);
+    if (c.ddp) c.ddp->set_gradient_sync(last);
+    at::Tensor loss;
+    if (recipe_) {
+      loss = train::training_loss(*recipe_, c.module, from == 0 ? c.ddp.get() : nullptr, part);
+    } else {
+      c10::IValue out = c.ddp ? c.ddp->forward(c.module, {part.input}) : c.module.forward({part.input});
+      if (!out.isTensor()) throw Error("the model's forward must return one tensor", true);
+      loss = train::compute_loss(Loss::kCrossEntropy, out.toTensor(), part.target);
     }
+    const double share = static_cast<double>(size) / static_cast<double>(n);
+    step_loss = step_loss.defined() ? step_loss + loss.detach() * share : loss.detach() * share;
+    if (last && c.agreed_check) {
+      // Before anything of this step is communicated: a non-finite loss on
+      // any rank ends this contender on every rank alike (a diverged
+      // algorithm is a result, not a crash). Its time is not the step's.
+      const auto check_start = Clock::now();
+      const bool finite = std::isfinite(step_loss.item<double>());  // NaN in any micro-batch's carries
+      at::Tensor bad = torch::tensor({finite ? 0.0 : 1.0}, torch::kDouble);
+      allreduce(bad, ReduceOp::MAX, control_);
+      excluded += seconds_since(check_start);
+      if (bad.item<double>() > 0) {
+        c.diverged = true;
+        if (c.ddp) c.ddp->set_gradient_sync(true);
+        return seconds_since(start) - excluded;
+      }
+    }
+    if (last && straggler_sleep_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggler_sleep_));
+    (share == 1.0 ? loss : loss * share).backward();
   }
-  if (straggler_sleep_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggler_sleep_));
-  loss.backward();
+  if (c.ddp) c.ddp->set_gradient_sync(true);
+  if (recipe_ && recipe_->train.clip_grad_norm) (void)train::clip_gradients(c.params, recipe_->train.clip_grad_norm);
   if (c.ddp) {
     c.ddp->step();
   } else {
     for (auto& o : c.optimizers) o->step();
   }
-  const double value = loss.item<double>();  // also waits for a GPU's stream
+  const double value = step_loss.item<double>();  // also waits for a GPU's stream
   const double seconds = seconds_since(start) - excluded;
   if (std::isnan(c.first_loss)) c.first_loss = value;
   if (measured) c.last_losses.push_back(value);
@@ -545,6 +566,8 @@ nlohmann::json BenchWorker::summary(const at::Tensor& all) const {
   out["model"] = model_description_;
   out["parameters"] = params_count_;
   out["batch_size"] = batch_;
+  out["grad_accum_steps"] = recipe_ ? recipe_->train.grad_accum_steps : 1;
+  out["samples_per_step"] = samples_per_batch_;  // per worker: the mean of the batch pool
   out["steps"] = spec_.steps;
   out["warmup"] = spec_.warmup;
   out["rounds"] = spec_.rounds;

@@ -64,12 +64,10 @@ at::Tensor for_loss(const at::Tensor& out) {
 
 }  // namespace
 
-at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch,
-                         bool pre_forward) {
+at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule* through, const Batch& batch) {
   at::Tensor out;
   {
     Autocast autocast(recipe.train.precision, batch.input.device());
-    BaguaModule* through = pre_forward ? &ddp : nullptr;
     if (recipe.model.loss == Loss::kModel) return for_loss(forward_output(module, through, {batch.input, batch.target}));
     out = forward_output(module, through, {batch.input});
   }

@@ -29,11 +29,10 @@ at::Tensor forward_output(torch::jit::Module& module, BaguaModule* ddp, std::vec
 
 // The loss of one training (micro-)batch: the recipe's loss of the output,
 // or the model's own (loss: model); under train.precision bf16 the forward
-// runs in autocast, the loss in float32. `pre_forward`: through `ddp`, so
-// the algorithm's forward-pre hook runs (once per optimizer step: the
-// first micro-batch's), else the plain module.
-at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule& ddp, const Batch& batch,
-                         bool pre_forward = true);
+// runs in autocast, the loss in float32. `through`: the forward goes
+// through it, so the algorithm's forward-pre hook runs (once per optimizer
+// step: the first micro-batch's); null: the plain module.
+at::Tensor training_loss(const Recipe& recipe, torch::jit::Module& module, BaguaModule* through, const Batch& batch);
 
 // Samples [from, from + size) of `batch` (views): a micro-batch.
 Batch slice_batch(const Batch& batch, int64_t from, int64_t size);

@@ -86,7 +86,7 @@ void Worker::train_step(int64_t epoch, int64_t b, const std::vector<int64_t>& sa
     if (faults_) faults_->in_forward(pos_.step);
     ddp_->set_gradient_sync(last);
     // The algorithm's forward-pre hook once per optimizer step.
-    at::Tensor part_loss = train::training_loss(recipe_, module_, *ddp_, part, /*pre_forward=*/from == 0);
+    at::Tensor part_loss = train::training_loss(recipe_, module_, from == 0 ? ddp_.get() : nullptr, part);
     if (faults_ && last) part_loss = faults_->on_loss(pos_.step, part_loss);
     phase(train::Phase::kBackward, "backward");  // with the communication it overlaps and waits for
     const double share = size == n ? 1.0 : static_cast<double>(size) / static_cast<double>(n);
