@@ -186,6 +186,8 @@ TEST_F(Preflight, LabelsBeyondTheOutputsAndEvalDataTheModelCannotTakeAreRefused)
                         Case{"--set model.loss=nll",
                              "model.loss: nll takes log-probabilities (a log_softmax output), but the model's "
                              "outputs on 2 training samples of data.train are not"},
+                        Case{"--set 'model.ignore_params=[extr.*]'",
+                             "model.ignore_params: 'extr.*' matches no parameter of "},
                         Case{"--set model.loss=model",
                              "model.loss: model calls forward(input, target) and trains on the one value it returns"},
                         Case{"--set data.eval.path=" + wide,

@@ -3,6 +3,7 @@
 #include <bagua/algorithms/catalog.h>
 #include <bagua/algorithms/registry.h>
 #include <bagua/data.h>
+#include <bagua/distributed.h>
 #include <bagua/errors.h>
 
 #include "train/components.h"
@@ -173,7 +174,8 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
     const std::string file = source.format == DataFormat::kIdx ? source.labels : source.path;
     throw Error(key + "'s " + (tokens ? "token ids (the targets) go" : "class labels go") + " up to " +
                     std::to_string(classes - 1) + " (" + data.describe() + ") but the model scores " +
-                    std::to_string(out.size(-1)) + " classes (its output " + describe(out) +
+                    std::to_string(out.size(-1)) + (out.size(-1) == 1 ? " class" : " classes") + " (its output " +
+                    describe(out) +
                     "), so a batch holding a larger one would fail mid-run: give the model an output per " +
                     (tokens ? "token id (vocab_size " + std::to_string(classes) + ")" : "class (" + std::to_string(classes) + ")") +
                     ", or keep the targets of " + file + " within 0-" + std::to_string(out.size(-1) - 1),
@@ -234,6 +236,22 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
 
 void check_model(const Recipe& recipe, const std::string& trace_file) {
   torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
+  // model.ignore_params: a pattern that matches nothing is a typo.
+  for (const std::string& pattern : recipe.model.ignore_params) {
+    std::vector<std::string> names;
+    bool any = false;
+    for (const auto& p : module.named_parameters(true)) {
+      names.push_back(p.name);
+      any = any || glob_match(pattern, p.name);
+    }
+    if (any) continue;
+    std::string listed;
+    for (size_t i = 0; i < names.size() && i < 12; ++i) listed += (i ? ", " : "") + names[i];
+    throw Error("model.ignore_params: '" + pattern + "' matches no parameter of " + recipe.model.torchscript +
+                    " (its parameters: " + listed + (names.size() > 12 ? ", ..." : "") +
+                    "); patterns are globs over these names (* and ?)",
+                true);
+  }
   auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
   if (data->size() == 0) return;  // check_data says so
   // Its inputs must suit the same model (a user Error when they cannot).
