@@ -39,10 +39,15 @@ TEST_F(RunTest, LoadBalancingBatchesWithinATokenBudgetTrainAndResumeExactly) {
   RunOutcome crashed = bagua_run(common + out, "BAGUA_FAULT_AT_STEP=1:13");
   ASSERT_EQ(crashed.exit_code, 3) << crashed.output;
   // Its batches are cut per rank: another world size cannot continue the
-  // epoch mid-way, and says so before anything changes.
+  // epoch mid-way, and the launcher says so before any worker starts.
   RunOutcome other = bagua_run(common + out + " --nproc-per-node 1");
   EXPECT_EQ(other.exit_code, 2) << other.output;
-  EXPECT_NE(other.output.find("cannot continue epoch 1 at another world size"), std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("(step 10, within epoch 1) was written by 2 workers, and data.sampler load_balancing "
+                              "cuts an epoch's batches per rank, so the epoch cannot continue at 1: resume at 2 "
+                              "workers (--nproc-per-node 2)"),
+            std::string::npos)
+      << other.output;
+  EXPECT_EQ(other.output.find("failed with exit code"), std::string::npos) << "a worker started:\n" << other.output;
   RunOutcome resumed = bagua_run(common + out);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("at step 10"), std::string::npos) << resumed.output;

@@ -106,6 +106,25 @@ OutputDirCheck check_output_dir(const Recipe& recipe, const json& provenance) {
   train::check_provenance(newest->provenance, provenance, recipe, newest_dir.string(), [](const std::string&) {});
   if (newest->finished && same_run_length(newest->provenance, provenance, newest->world_size, recipe)) {
     out.finished_at = newest->position.step;
+    return out;
+  }
+  // The load_balancing sampler cuts each epoch's batches per rank: a
+  // checkpoint from within an epoch resumes at its own world size only.
+  // The workers refuse it too; said here, it is said before they start.
+  const DistributedSpec& d = recipe.distributed;
+  const TrainingPosition& at = newest->position;
+  const int world = d.nproc_per_node * d.nnodes;
+  if (recipe.data.sampler.type == SamplerType::kLoadBalancing && !d.elastic() && newest->world_size > 0 &&
+      world != newest->world_size && (at.batch_in_epoch > 0 || at.epoch_start > 0)) {
+    throw Error("the checkpoint " + newest_dir.string() + " (step " + std::to_string(at.step) + ", within epoch " +
+                    std::to_string(at.epoch + 1) + ") was written by " + std::to_string(newest->world_size) +
+                    " workers, and data.sampler load_balancing cuts an epoch's batches per rank, so the epoch "
+                    "cannot continue at " + std::to_string(world) + ": resume at " +
+                    std::to_string(newest->world_size) + " workers (--nproc-per-node " +
+                    std::to_string(newest->world_size / std::max(1, d.nnodes)) +
+                    ") until a checkpoint at an epoch's end, which resumes at any size (checkpoint.every_steps: "
+                    "null writes only those), or start afresh (checkpoint.resume: never)",
+                true);
   }
   return out;
 }
