@@ -293,6 +293,17 @@ TEST_F(Sharing, AStandaloneCopyResolvesTheSameFilesFromElsewhere) {
   EXPECT_EQ(differing, (std::vector<std::string>{"name", "output.dir"}));
   EXPECT_EQ(copy.model.torchscript, original.model.torchscript);
   EXPECT_EQ(copy.data.batch_size, 5);
+  // A copy under another top directory than the fixtures' (the text alone:
+  // nothing is written there) names them absolutely, not by "../" up to /.
+  const std::string far = standalone_recipe_text(child.string(), "/bagua-no-such-top/x/copy.yaml");
+  EXPECT_NE(far.find("torchscript: " + fs::path(source_path("tests/fixtures/recipes/models/tiny.pt")).lexically_normal().string()),
+            std::string::npos)
+      << far;
+  EXPECT_EQ(far.find("../"), std::string::npos) << far;
+  // A file beside the recipe (the same top directory as the copy): relative.
+  fs::path near = write("team/near.yaml", "name: near\nextends: base.yaml\nmodel: {torchscript: models/mine.pt}\n");
+  const std::string near_text = standalone_recipe_text(near.string(), dest.string());
+  EXPECT_NE(near_text.find("torchscript: ../../team/models/mine.pt"), std::string::npos) << near_text;
 }
 
 TEST(RecipeDiff, EveryKindOfChangeIsOneKey) {

@@ -358,7 +358,11 @@ std::string standalone_recipe_text(const std::string& path, const std::string& d
     fs::path from = fs::path(tree.locate(key).file).parent_path() / value;
     fs::path absolute = fs::absolute(from, ec).lexically_normal();
     fs::path rebased = absolute.lexically_relative(dest_dir);
-    *node = rebased.empty() ? absolute.string() : rebased.string();
+    // Only the root in common (/usr/share/... from /home/...): "../../.."
+    // up to / says less than the absolute path, and breaks when the copy moves.
+    auto top = [](const fs::path& p) { return std::next(p.begin()) == p.end() ? fs::path() : *std::next(p.begin()); };
+    const bool root_only = top(absolute) != top(dest_dir);
+    *node = rebased.empty() || root_only ? absolute.string() : rebased.string();
   };
   for (const auto& key : findings.file_paths) rebase(key);
   for (const auto& key : findings.dir_paths) rebase(key);
