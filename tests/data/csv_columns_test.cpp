@@ -115,6 +115,28 @@ TEST_F(CsvColumnsTest, ColumnErrorsNameTheColumnsUsed) {
                     {at + "no input columns: every column but the target 'label' (index 0), less exclude_columns "
                           "1-4 ('p0'..'len') leaves none of the file's 5 columns"});
   s.exclude_columns.clear();
+  // A misspelt name hears the nearest column; a wide header is not written out whole.
+  s.target_column = by_name("lable");
+  expect_data_error([&] { load_dataset(s, TargetKind::kClassIndex); },
+                    {at + "target_column 'lable' is not a column of the header (did you mean 'label'?): "
+                          "label, p0, p1, p2, len"});
+  std::string wide = "label", row = "1";
+  for (int i = 1; i <= 784; ++i) wide += ",pixel" + std::to_string(i), row += ",0";
+  write_file(dir_.file("wide.csv"), wide + "\n" + row + "\n");
+  s.path = dir_.file("wide.csv");
+  s.target_column = by_name("classes");
+  try {
+    load_dataset(s, TargetKind::kClassIndex);
+    ADD_FAILURE() << "a target column the header lacks was read";
+  } catch (const DataError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(": label, pixel1, pixel2, "), std::string::npos) << message;
+    EXPECT_NE(message.find("pixel11, and 773 more"), std::string::npos) << message;
+    EXPECT_EQ(message.find("did you mean"), std::string::npos) << message;
+    EXPECT_LT(message.size(), 300u) << message;
+  }
+  s.path = dir_.file("lb.csv");
+  s.target_column = by_name("label");
   write_file(s.path, "label,p0,p1,p2,len\n1,0.5,abc,2,3\n");
   expect_data_error([&] { load_dataset(s, TargetKind::kClassIndex); },
                     {s.path + ":2: input column 'p1' (index 2): 'abc' is not a number"});

@@ -1,5 +1,7 @@
 #include "data/csv_columns.h"
 
+#include "common/closest_match.h"
+
 #include <algorithm>
 
 namespace bagua::data {
@@ -28,9 +30,15 @@ class ColumnResolver {
         found = static_cast<int64_t>(i);
       }
       if (found < 0) {
+        // A wide header (785 pixel columns) is not written out whole.
+        constexpr size_t kNamesShown = 12;
         std::string all;
-        for (const auto& n : out_.names) all += (all.empty() ? "" : ", ") + n;
-        fail(key + " '" + ref.name + "' is not a column of the header (" + all + ")");
+        for (size_t i = 0; i < out_.names.size() && i < kNamesShown; ++i) all += (i ? ", " : "") + out_.names[i];
+        if (out_.names.size() > kNamesShown)
+          all += ", and " + std::to_string(out_.names.size() - kNamesShown) + " more";
+        const std::string near = closest_match(ref.name, out_.names);
+        fail(key + " '" + ref.name + "' is not a column of the header" +
+             (near.empty() ? "" : " (did you mean '" + near + "'?)") + ": " + all);
       }
       return found;
     }

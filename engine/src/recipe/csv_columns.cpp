@@ -54,7 +54,7 @@ struct CsvSourceChecker {
 
   // The spec at `path`, or nullopt after reporting what is wrong with it.
   std::optional<Spec> spec(const json& v, const std::string& path, const std::string& key) {
-    Spec out{path, v.is_string() ? json_quote(v.get<std::string>()) : v.dump()};
+    Spec out{path, v.is_string() ? json_quote(v.get<std::string>()) : v.dump(), -1, -1, ""};
     if (v.is_number_integer() && v.get<int64_t>() >= 0) {
       out.first = out.last = v.get<int64_t>();
       return out;

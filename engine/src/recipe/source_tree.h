@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/closest_match.h"
+
 namespace bagua::recipe {
 
 using json = nlohmann::json;
@@ -60,7 +62,7 @@ std::string describe_found(const json& value);
 // A JSON string literal of `s`.
 std::string json_quote(const std::string& s);
 // The closest of `candidates` to `word` when it is a plausible typo, else "".
-std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+using bagua::closest_match;
 // "a, b, c"
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
