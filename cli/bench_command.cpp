@@ -106,8 +106,9 @@ const CommandRegistration kBench{
     "bench", runtime_description("bench"),
     [](CLI::App& sub) -> CommandRunner {
       auto f = std::make_shared<BenchFlags>();
-      sub.add_option("recipe", f->recipe, "Recipe whose model, data, optimizers and batch size to use (a file, a "
-                                          "catalog name, or a run directory); none: a synthetic model on random data");
+      sub.add_option("recipe", f->recipe, "Recipe whose step to measure: its model, data, optimizers, batch size, "
+                                          "precision, grad_accum_steps and clip_grad_norm (a file, a catalog name, or "
+                                          "a run directory); none: a synthetic model on random data");
       sub.add_option("--algorithm", f->algorithms,
                      "Algorithm to measure; repeatable (default: every one; the baseline gradient_allreduce always)")
           ->type_name("NAME")->allow_extra_args(false);
