@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -214,17 +215,63 @@ std::string syntax_hint(const std::string& msg) {
   return "";
 }
 
+SourcePos syntax_error_pos(const YAML::ParserException& e, const std::string& file, int column_offset) {
+  return {file, e.mark.line + 1, e.mark.column + 1 + (e.mark.line == 0 ? column_offset : 0), true};
+}
+
+std::string syntax_error_text(const YAML::ParserException& e) { return "YAML syntax error: " + e.msg + syntax_hint(e.msg); }
+
+// `text` with each tab of an indentation made `width` spaces.
+std::string expand_indent_tabs(const std::string& text, size_t width) {
+  std::string out;
+  bool indent = true;
+  for (char c : text) {
+    if (c == '\n') indent = true;
+    else if (c != ' ' && c != '\t') indent = false;
+    if (c == '\t' && indent) out.append(width, ' ');
+    else out += c;
+  }
+  return out;
+}
+
+// After tabs were reported, the syntax errors they do not cause: the text is
+// read with each indentation tab as one space and as four; an error both
+// readings meet at the same place (an unclosed [ further down, say) is the
+// file's own and is said now rather than after the tabs are fixed. An
+// error either reading lacks may be the tabs' doing and is left unsaid.
+void report_syntax_errors_beside_tabs(const std::string& text, const std::string& file, int column_offset,
+                                      Diagnostics& diags) {
+  std::optional<std::pair<SourcePos, std::string>> seen;
+  for (size_t width : {1, 4}) {
+    try {
+      (void)YAML::Load(expand_indent_tabs(text, width));
+      return;
+    } catch (const YAML::ParserException& e) {
+      std::pair<SourcePos, std::string> found{syntax_error_pos(e, file, column_offset), syntax_error_text(e)};
+      if (seen && (seen->first.line != found.first.line || seen->first.column != found.first.column ||
+                   seen->second != found.second))
+        return;
+      seen = std::move(found);
+    } catch (const YAML::Exception&) {
+      return;
+    }
+  }
+  diags.add(seen->first, "", seen->second);
+}
+
 SourceTree parse(const std::string& text, const std::string& file, int column_offset,
                  Diagnostics& diags, bool whole_file) {
   SourceTree tree;
   if (report_invalid_utf8(text, file, column_offset, diags)) return tree;
-  if (whole_file && report_tabs(text, file, diags)) return tree;
+  if (whole_file && report_tabs(text, file, diags)) {
+    report_syntax_errors_beside_tabs(text, file, column_offset, diags);
+    return tree;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    SourcePos p{file, e.mark.line + 1, e.mark.column + 1 + (e.mark.line == 0 ? column_offset : 0), true};
-    diags.add(p, "", "YAML syntax error: " + e.msg + syntax_hint(e.msg));
+    diags.add(syntax_error_pos(e, file, column_offset), "", syntax_error_text(e));
     return tree;
   } catch (const YAML::Exception& e) {
     diags.add({file, 1, 1, true}, "", std::string("YAML error: ") + e.what());
