@@ -72,7 +72,8 @@ TEST_F(RunTest, ATokenRunResumedAtAnotherSizeMidEpochTrainsOnEverySampleOnce) {
 }
 
 // 12 training and 3 validation PNGs per class, made by the shipped script.
-std::string image_recipe(const fs::path& dir, const std::string& name, const std::string& extra = "") {
+std::string image_recipe(const fs::path& dir, const std::string& name, const std::string& extra = "",
+                         const std::string& eval_folder = "val") {
   if (!fs::exists(dir / "fashion-images")) {
     EXPECT_EQ(std::system((kSource + "/scripts/make_image_folder.py --train-per-class 12 --val-per-class 3 --out " +
                            dir.string() + " > /dev/null")
@@ -86,7 +87,7 @@ std::string image_recipe(const fs::path& dir, const std::string& name, const std
                       << "  train: {format: image_folder, path: " << (dir / "fashion-images/train").string()
                       << ", input_shape: [1, 28, 28], normalize: {mean: 0.3, std: 0.35}, random_flip: true, "
                          "random_crop: {padding: 3}}\n"
-                      << "  eval: {format: image_folder, path: " << (dir / "fashion-images/val").string()
+                      << "  eval: {format: image_folder, path: " << (dir / "fashion-images" / eval_folder).string()
                       << ", input_shape: [1, 28, 28], normalize: {mean: 0.3, std: 0.35}}\n"
                       << "  batch_size: 10\n"
                       << "  loader_threads: 2\n"
@@ -99,25 +100,45 @@ std::string image_recipe(const fs::path& dir, const std::string& name, const std
   return path.string();
 }
 
+// The eval accuracies of a run, in order.
+std::vector<double> eval_accuracies(const fs::path& metrics_file) {
+  std::vector<double> out;
+  for (const auto& j : metrics(metrics_file))
+    if (j.contains("eval_accuracy")) out.push_back(j["eval_accuracy"].get<double>());
+  return out;
+}
+
 TEST_F(RunTest, AnAugmentedImageFolderRunIsTheSameCachedAndResumed) {
-  RunOutcome plain = bagua_run(image_recipe(dir_, "plain"));
+  // An eval folder with 2 of the 10 classes: labelled by the training
+  // classes' names (3 and 7, not 0 and 1), cached or not.
+  const std::string recipe_plain = image_recipe(dir_, "plain", "", "val-two");
+  for (const char* cls : {"3-dress", "7-sneaker"}) {
+    fs::create_directories(dir_ / "fashion-images/val-two" / cls);
+    fs::copy(dir_ / "fashion-images/val" / cls, dir_ / "fashion-images/val-two" / cls, fs::copy_options::recursive);
+  }
+  RunOutcome plain = bagua_run(recipe_plain);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_NE(plain.output.find("image_folder train: 120 images in 10 classes"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("6 images in 2 classes of the training data's 10"), std::string::npos) << plain.output;
   EXPECT_NE(plain.output.find("loader: 2 threads loading up to 4 batches ahead"), std::string::npos) << plain.output;
   EXPECT_NE(plain.output.find("eval accuracy"), std::string::npos) << plain.output;
   const auto want = model_parameters(dir_ / "plain" / "model.pt");
+  const std::vector<double> want_eval = eval_accuracies(dir_ / "plain" / "metrics.jsonl");
+  ASSERT_EQ(want_eval.size(), 3u) << "one evaluation per epoch";
 
   // The cache holds decoded pixels; each epoch's crops and flips are drawn
-  // afresh after it, so epochs 2 and 3 (read from the cache) train alike.
-  const std::string cached_recipe = image_recipe(dir_, "cached");
+  // afresh after it, so epochs 2 and 3 (read from the cache) train alike,
+  // and the cached eval set scores the same models alike.
+  const std::string cached_recipe = image_recipe(dir_, "cached", "", "val-two");
   RunOutcome with_cache =
       bagua_run(cached_recipe + " --set 'data.cache={dataset_name: streamed-images, writer_buffer_size: 4}'");
   ASSERT_EQ(with_cache.exit_code, 0) << with_cache.output;
   EXPECT_NE(read_file(dir_ / "cached" / "logs" / "rank-0.log").find("(cached: redis"), std::string::npos);
   EXPECT_EQ(max_abs_diff(model_parameters(dir_ / "cached" / "model.pt"), want), 0.0);
+  EXPECT_EQ(eval_accuracies(dir_ / "cached" / "metrics.jsonl"), want_eval);
 
   // Killed at step 7 (checkpoint at step 4), resumed: the same augmentations.
-  const std::string resumed = image_recipe(dir_, "resumed");
+  const std::string resumed = image_recipe(dir_, "resumed", "", "val-two");
   RunOutcome died = bagua_run(resumed, "BAGUA_FAULT_AT_STEP=0:7");
   ASSERT_EQ(died.exit_code, 3) << died.output;
   RunOutcome again = bagua_run(resumed);
