@@ -192,6 +192,41 @@ TEST(Errors, RepeatedInitializationThrowsAndDestroyAllowsANewOne) {
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
 }
 
+// destroy_process_group() then init_process_group() on every rank, one
+// rank slow to leave each time (rank 0, which serves the store, among them).
+TEST(Groups, EveryRankLeavesAndJoinsAgainWhileOneIsSlowToLeave) {
+  expect_all_checks_passed(run_workers("rejoin", 2, {{"BAGUA_TIMEOUT_S", "30"}}), 2);
+  expect_all_checks_passed(run_workers("rejoin", 3, {{"BAGUA_TIMEOUT_S", "30"}}), 3);
+}
+
+// A group handle kept across destroy_process_group() keeps rank 0's store
+// on its port: joining again there says so.
+TEST(Errors, AGroupHandleKeptAcrossDestroyIsNamedWhenRankZeroCannotServeAgain) {
+  const int port = bagua::find_free_port();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  bagua::init_process_group();
+  bagua::ProcessGroupPtr kept = bagua::new_group({0});
+  bagua::destroy_process_group();
+  try {
+    bagua::init_process_group();
+    ADD_FAILURE() << "rank 0 served a second store on a port its first still holds";
+  } catch (const bagua::CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("kept by a group handle this process still holds"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(bagua::is_initialized());
+  kept.reset();
+  bagua::init_process_group();  // the port is free once the handle is gone
+  at::Tensor x = at::ones({2});
+  bagua::allreduce(x);
+  EXPECT_TRUE(at::equal(x, at::ones({2})));
+  bagua::destroy_process_group();
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+}
+
 TEST(Errors, CollectivesBeforeInitSayWhatToDo) {
   at::Tensor x = at::ones({2});
   try {

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <memory>
 #include <thread>
 
 using bagua::ReduceOp;
@@ -504,6 +505,27 @@ int scenario_crash() {
   return 0;
 }
 
+// Leaves and joins the group again, 4 times, each time one rank slow to
+// leave: the others join again while its group (and, when it is rank 0,
+// the store it serves) still exists. They used to rendezvous with the old
+// store and die ("Broken pipe"), or hang.
+int scenario_rejoin() {
+  int rank = -1;
+  std::unique_ptr<WorkerChecks> c;
+  for (int round = 0; round < 4; ++round) {
+    bagua::init_process_group();
+    const int world = bagua::get_world_size();
+    if (!c) c = std::make_unique<WorkerChecks>(rank = bagua::get_rank());
+    at::Tensor x = at::full({3}, static_cast<double>(rank + round), at::kDouble);
+    bagua::allreduce(x);
+    const double want = world * round + world * (world - 1) / 2.0;
+    c->expect_equal(x, at::full({3}, want, at::kDouble), "allreduce after joining " + std::to_string(round + 1) + " times");
+    if (rank == round % world) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    bagua::destroy_process_group();
+  }
+  return c->finish();
+}
+
 // Just joins (or fails to join) the group: the parent checks the message.
 int scenario_join() {
   bagua::init_process_group();
@@ -519,6 +541,6 @@ int run_scenario(const std::string& name) {
       {"collectives", scenario_collectives}, {"groups", scenario_groups},
       {"mismatch", scenario_mismatch},       {"peer_dies", scenario_peer_dies},
       {"join", scenario_join},               {"crash", scenario_crash},
-      {"p2p_ring", scenario_p2p_ring},
+      {"p2p_ring", scenario_p2p_ring},       {"rejoin", scenario_rejoin},
   });
 }

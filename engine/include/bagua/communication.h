@@ -155,7 +155,12 @@ using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
 void init_process_group(const InitOptions& options = {});
 bool is_initialized();
 // Leaves every group and closes the connections; init_process_group() may
-// then be called again.
+// then be called again (every rank calls both as often as the others).
+// Collective when rank 0 serves the store itself (no launcher's store):
+// every rank waits until all have called it and rank 0's store is closed,
+// so that none joins again while the old store still listens. A group
+// handle kept across it (new_group(), default_group(), ...) keeps rank 0's
+// store, and its port: release them first (joining again says so).
 void destroy_process_group();
 
 ProcessGroupPtr default_group();

@@ -8,12 +8,14 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace bagua {
 namespace comm {
@@ -32,6 +34,12 @@ struct GlobalState {
   std::mutex mutex;
   std::shared_ptr<World> world;
   ProcessGroupPtr default_group;
+  // This process's count of init_process_group() calls: every rank makes
+  // as many, so the Nth of one rank meets the Nth of the others.
+  int generation = 0;
+  // The world destroy_process_group() left, alive while a group handle
+  // from before holds it (and, on rank 0, the old store's port).
+  std::weak_ptr<World> previous;
 };
 
 GlobalState& global() {
@@ -313,9 +321,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::node_leaders_group() { return comm::
 // ---------------------------------------------------------------- init
 
 namespace {
+void destroy_world(bool together);
+
+// At exit nothing waits for the peers (one may be gone).
 void destroy_at_exit() {
   try {
-    destroy_process_group();
+    destroy_world(false);
   } catch (const std::exception&) {
     // Exiting anyway.
   }
@@ -380,17 +391,28 @@ std::shared_ptr<comm::World> world_from_env(const InitOptions& options, std::str
   return world;
 }
 
+// Under a launcher that serves the store itself (bagua run, torchrun's
+// agent), rank 0 is one more client.
+bool agent_serves_store() {
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  return agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1");
+}
+
 // The store at addr:port: rank 0's own server, or a client of it (or of
 // the launcher's).
-comm::StorePtr connect_tcp(const comm::World& world, const std::string& addr, int port) {
+comm::StorePtr connect_tcp(const comm::World& world, const std::string& addr, int port, bool previous_alive) {
   try {
-    // Under a launcher that serves the store itself (bagua run, torchrun's
-    // agent), rank 0 is one more client.
-    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    const bool agent_store = agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1");
-    return comm::make_tcp_store(addr, port, world.rank == 0 && !agent_store, world.world_size, world.timeout);
+    return comm::make_tcp_store(addr, port, world.rank == 0 && !agent_serves_store(), world.world_size,
+                                world.timeout);
   } catch (const std::exception& e) {
     std::string why = e.what();
+    if (world.rank == 0 && previous_alive) {
+      throw CommError("rank 0 could not serve the rendezvous store on " + addr + ":" + std::to_string(port) +
+                      " again: the store of the process group before destroy_process_group() still holds the "
+                      "port, kept by a group handle this process still holds (a ProcessGroupPtr from new_group(), "
+                      "default_group(), duplicate() or a sub-group); release every one before "
+                      "init_process_group() is called again (" + why + ")");
+    }
     if (world.rank == 0) {
       // Its own server listens on every interface; what failed may be its
       // client's connection to a master address that does not resolve.
@@ -406,6 +428,51 @@ comm::StorePtr connect_tcp(const comm::World& world, const std::string& addr, in
     throw CommError("could not reach the rendezvous store at " + addr + ":" + std::to_string(port) + " within " +
                     comm::format_seconds(world.timeout) +
                     " (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
+  }
+}
+
+constexpr const char* kGenerationKey = "bagua/generation";
+
+// The store rank 0 serves for this, the process's `generation`th
+// init_process_group(). A rank that destroyed its group and joins again
+// may find rank 0's previous store still up (rank 0 has not left it yet):
+// it leaves that one and connects again until rank 0 serves the new one,
+// rather than rendezvousing with a group that is going away.
+comm::StorePtr connect_tcp_generation(const comm::World& world, const std::string& addr, int port, int generation,
+                                      bool previous_alive) {
+  const std::string mine = std::to_string(generation);
+  if (agent_serves_store()) return connect_tcp(world, addr, port, previous_alive);
+  if (world.rank == 0) {
+    comm::StorePtr store = connect_tcp(world, addr, port, previous_alive);
+    store->set(kGenerationKey, std::vector<uint8_t>(mine.begin(), mine.end()));
+    return store;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + world.timeout;
+  std::string last = "none";
+  for (;;) {
+    comm::StorePtr store = connect_tcp(world, addr, port, previous_alive);
+    try {
+      store->wait({kGenerationKey}, world.timeout);
+      const std::vector<uint8_t> v = store->get(kGenerationKey);
+      last.assign(v.begin(), v.end());
+      if (last == mine) return store;
+      if (std::stoi(last) > generation) {
+        throw CommError("rank 0 is at its init_process_group() number " + last + ", this rank (" +
+                        std::to_string(world.rank) + ") at its number " + mine +
+                        ": every rank calls init_process_group() and destroy_process_group() as often as the others");
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      last = e.what();  // rank 0's previous store closed under us: connect again
+    }
+    store.reset();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw CommError("rank " + std::to_string(world.rank) + " found no rendezvous store of init_process_group() number " +
+                      mine + " at " + addr + ":" + std::to_string(port) + " within " +
+                      comm::format_seconds(world.timeout) + " (rank 0's: " + last + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
@@ -427,9 +494,11 @@ comm::StorePtr connect_file(const comm::World& world, const std::string& file) {
 // loopback when every peer is local; keys scoped to the launcher's restart
 // attempt where the store outlives attempts, so a restarted node never meets
 // (or counts) a worker of a previous attempt (comm::rendezvous_scope()).
-void connect(comm::World& world, const std::string& addr, int port) {
+void connect(comm::World& world, const std::string& addr, int port, int generation, bool previous_alive) {
   const std::string file = comm::store_file_from_env();
-  world.store = file.empty() ? connect_tcp(world, addr, port) : connect_file(world, file);
+  world.store = file.empty() ? connect_tcp_generation(world, addr, port, generation, previous_alive)
+                             : connect_file(world, file);
+  if (file.empty() && !agent_serves_store()) world.rank0_store = world.store;
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     world.gloo_interface = ifname;
   } else if (!world.loopback_only) {
@@ -442,6 +511,10 @@ void connect(comm::World& world, const std::string& addr, int port) {
   if (const std::string scope = comm::rendezvous_scope(); !scope.empty()) {
     world.store = comm::make_prefix_store(scope, world.store);
   }
+  // A store that outlives a group (a launcher's, a file) still holds the
+  // previous group's keys: each init_process_group() after the first
+  // keeps to its own.
+  if (generation > 1) world.store = comm::make_prefix_store("init" + std::to_string(generation) + "/", world.store);
 }
 
 }  // namespace
@@ -469,7 +542,13 @@ void init_process_group(const InitOptions& options) {
                       " workers (NCCL cannot put two ranks on one GPU); use backend gloo, which takes CUDA "
                       "tensors too, or fewer workers per node");
   }
-  connect(*world, addr, port);
+  const int generation = ++g.generation;
+  try {
+    connect(*world, addr, port, generation, !g.previous.expired());
+  } catch (...) {
+    --g.generation;  // not joined: a retry is this same init
+    throw;
+  }
   if (backend == "auto") {
     world->store->set("bagua/owns_gpu/" + std::to_string(world->rank),
                       std::vector<uint8_t>{static_cast<uint8_t>(owns_gpu ? 1 : 0)});
@@ -512,13 +591,44 @@ bool is_initialized() {
   return g.world != nullptr;
 }
 
-void destroy_process_group() {
+namespace {
+
+// The ranks of a group whose store rank 0 serves leave it together: each
+// says it is leaving; rank 0 closes its store once all have said so, and
+// the others return once it has (their wait ends when the store's
+// connection closes). No rank can then join again at rank 0's port while
+// the old store still listens: c10d's client aborts the process when a
+// listener it connected to closes before accepting it.
+void leave_together(comm::World& world, int generation) {
+  if (world.world_size < 2 || !world.rank0_store) return;
+  const std::string key = "bagua/leaving/" + std::to_string(generation);
+  try {
+    world.rank0_store->add(key, 1);
+    if (world.rank == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + world.timeout;
+      while (world.rank0_store->add(key, 0) < world.world_size && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else {
+      world.rank0_store->wait({"bagua/never-set"}, world.timeout);
+    }
+  } catch (const std::exception&) {
+    // The store closed (what the wait was for), or a peer is gone: leave.
+  }
+}
+
+void destroy_world(bool together) {
   auto& g = comm::global();
   std::lock_guard<std::mutex> lock(g.mutex);
+  if (g.world && together) leave_together(*g.world, g.generation);
   if (g.world) comm::release_nccl_backends(*g.world);
+  g.previous = g.world;
   g.default_group.reset();
   g.world.reset();
 }
+
+}  // namespace
+
+void destroy_process_group() { destroy_world(true); }
 
 namespace {
 std::shared_ptr<comm::World> world_or_throw() {

@@ -21,6 +21,9 @@ namespace bagua::comm {
 // each global rank lives (its node and local rank).
 struct World {
   StorePtr store;
+  // The TCP store rank 0 serves itself (its server on rank 0, a client of
+  // it elsewhere), unprefixed; null under a launcher's or a file store.
+  StorePtr rank0_store;
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
