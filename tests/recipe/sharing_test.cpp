@@ -373,5 +373,32 @@ TEST_F(Sharing, SchemaVersionNewerIsOneMessageOlderIsANote) {
   EXPECT_THROW(load_recipe(two_lines.string()), RecipeError);
 }
 
+// The version a file declares is its own: a base written for a newer schema
+// is refused as such even when the recipe extending it says an older one
+// (the merged tree would carry only the child's version), and --set cannot
+// restate it.
+TEST_F(Sharing, ABaseWrittenForANewerSchemaIsRefusedAsSuchUnderAnOlderChild) {
+  write_base();
+  write("team/fragment.yaml", "schema_version: 3\nextends: base.yaml\nfuture_section: {a: 1}\n");
+  fs::path child = write("child.yaml", "schema_version: 2\nextends: team/fragment.yaml\n");
+  try {
+    load_recipe(child.string());
+    FAIL() << "a schema-3 base was accepted under a schema-2 child";
+  } catch (const RecipeError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u) << "one message, not the base's unknown keys: " << e.what();
+    EXPECT_NE(e.diagnostics()[0].file.find("fragment.yaml"), std::string::npos) << e.what();
+    EXPECT_EQ(e.diagnostics()[0].line, 1);
+    EXPECT_NE(e.diagnostics()[0].message.find("written for recipe schema 3"), std::string::npos) << e.what();
+  }
+  fs::path current = write("current.yaml", "extends: team/base.yaml\n");
+  try {
+    load_recipe(current.string(), {"schema_version=3"});
+    FAIL() << "--set schema_version=3 was accepted";
+  } catch (const RecipeError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
+    EXPECT_NE(e.diagnostics()[0].message.find("schema_version cannot be overridden"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace bagua::testing

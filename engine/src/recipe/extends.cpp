@@ -135,6 +135,7 @@ struct ExtendsLoader {
     std::string sha;
     SourceTree tree = read_yaml_file(path, diags, &sha);
     if (files && !sha.empty()) files->push_back({path, sha});
+    refuse_newer_schema(tree, diags);  // each file of the chain, a base as much as the recipe
     SourceTree merged;
     bool have_base = false;
     if (tree.doc.is_object() && tree.doc.contains("extends")) {

@@ -31,6 +31,11 @@ void apply_overrides(SourceTree& tree, const std::vector<std::string>& overrides
       diags.add({file, 1, 1, true}, key_text, "extends cannot be overridden (it is resolved before overrides)");
       continue;
     }
+    if (path->steps()[0].key == "schema_version") {
+      diags.add({file, 1, 1, true}, key_text,
+                "schema_version cannot be overridden (it says which recipe schema the file was written for)");
+      continue;
+    }
     std::string unknown;
     std::vector<std::string> known;
     if (!schema_knows_path(schema, *path, unknown, known)) {

@@ -63,24 +63,22 @@ constexpr SchemaChange kSchemaChanges[] = {
         "checkpoint.allow_model_change and checkpoint.allow_recipe_change; nothing renamed or removed"},
 };
 
-// A recipe for a newer schema is refused with one message, not with a list
-// of the keys this bagua does not know.
-void check_schema_version(const SourceTree& tree, Diagnostics& diags) {
+}  // namespace
+
+bool refuse_newer_schema(const SourceTree& tree, Diagnostics& diags) {
+  if (!tree.doc.is_object()) return false;
   auto it = tree.doc.find("schema_version");
-  if (it == tree.doc.end() || !it->is_number_integer()) return;  // the schema reports other types
+  if (it == tree.doc.end() || !it->is_number_integer()) return false;  // the schema reports other types
   const int64_t declared = it->get<int64_t>();
-  if (declared > kRecipeSchemaVersion) {
-    std::string changes;
-    diags.add(tree.locate("schema_version"), "schema_version",
-              "this recipe was written for recipe schema " + std::to_string(declared) + "; this bagua (" +
-              version() + ") reads schema " + std::to_string(kRecipeSchemaVersion) +
-              " and older: update bagua, or rewrite the recipe for schema " +
-              std::to_string(kRecipeSchemaVersion) + " (docs/recipes.md lists each version's changes)");
-    fail(diags, tree.locate("schema_version").file);
-  }
+  if (declared <= kRecipeSchemaVersion) return false;
+  diags.add(tree.locate("schema_version"), "schema_version",
+            "this recipe was written for recipe schema " + std::to_string(declared) + "; this bagua (" +
+            version() + ") reads schema " + std::to_string(kRecipeSchemaVersion) +
+            " and older: update bagua, or rewrite the recipe for schema " +
+            std::to_string(kRecipeSchemaVersion) + " (docs/recipes.md lists each version's changes)");
+  return true;
 }
 
-}  // namespace
 }  // namespace recipe
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides,
@@ -92,7 +90,12 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   SourceTree tree =
       load_with_extends(path, diags, &origin.files, options.allow_stale_pins ? &origin.stale_pins : nullptr);
   if (!tree.doc.is_object()) fail(diags, path);
-  check_schema_version(tree, diags);
+  // Any file of the chain (a base too) written for a newer schema ends the
+  // load here: its keys would read as unknown, which would mislead.
+  // (refuse_newer_schema is the only stage so far to report at that key.)
+  if (std::any_of(diags.items.begin(), diags.items.end(),
+                  [](const Diagnostic& d) { return d.key_path == "schema_version"; }))
+    fail(diags, path);
 
   const json& schema = recipe_schema();
   apply_overrides(tree, overrides, schema, diags);
