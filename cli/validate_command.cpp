@@ -1,11 +1,17 @@
-// bagua validate RECIPE [--set k=v]... [--print]
+// bagua validate RECIPE... [--set k=v]... [--print]
+//
+// Several recipes are checked in one call, each reported as if alone; a file
+// that another recipe of the call extends is a base, checked through the
+// recipes that extend it (a base alone often lacks required keys).
 #include "command.h"
 
 #include <bagua/algorithms/catalog.h>
 #include <bagua/recipe.h>
 #include <bagua/recipe_catalog.h>
 
+#include <filesystem>
 #include <iostream>
+#include <map>
 
 namespace bagua::cli {
 namespace {
@@ -36,40 +42,102 @@ std::string summary(const Recipe& r) {
          std::to_string(r.data.batch_size) + " per worker, " + length + ", output " + r.output.dir + ")";
 }
 
+// The same file however it is named (./a.yaml, a.yaml, a link).
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  return ec ? std::filesystem::path(path).lexically_normal().string() : p.string();
+}
+
+// Validates one recipe and prints what validate prints for it; returns the
+// exit status for it alone.
+int validate_one(const std::string& argument, const std::vector<std::string>& overrides, bool print) {
+  try {
+    Recipe r = load_recipe(resolve_recipe_argument(argument), overrides);
+    for (const auto& note : r.notes) std::cerr << note.to_string() << " (note)\n";
+    if (print) {
+      std::cout << resolved_recipe_yaml(r);
+      std::cerr << summary(r) << "\n";
+    } else {
+      std::cout << summary(r) << "\n";
+    }
+    return kExitOk;
+  } catch (const RecipeError& e) {
+    return report_invalid_recipe(e, argument);
+  }
+}
+
+int validate_many(const std::vector<std::string>& arguments, const std::vector<std::string>& overrides) {
+  // Which arguments are extended by another: those are bases.
+  std::vector<std::string> files(arguments.size());
+  std::map<std::string, std::vector<std::string>> extended_by;  // base identity -> arguments extending it
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    try {
+      files[i] = locate_recipe_argument(arguments[i]);
+    } catch (const Error&) {
+      continue;  // validate_one says why
+    }
+    for (const std::string& base : recipe_bases(files[i])) extended_by[file_identity(base)].push_back(arguments[i]);
+  }
+  int valid = 0, invalid = 0, bases = 0;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!files[i].empty()) {
+      auto children = extended_by.find(file_identity(files[i]));
+      if (children != extended_by.end()) {
+        ++bases;
+        const auto& by = children->second;
+        std::cout << arguments[i] << ": a base, checked through " << by.front();
+        if (by.size() > 1) std::cout << " and " << by.size() - 1 << " more";
+        std::cout << "\n";
+        continue;
+      }
+    }
+    int status;
+    try {
+      status = validate_one(arguments[i], overrides, false);
+    } catch (const Error& e) {  // not found, not a recipe
+      if (!e.is_user_error()) throw;
+      std::cerr << arguments[i] << ": " << e.what() << "\n";
+      status = kExitInvalidInput;
+    }
+    (status == kExitOk ? valid : invalid) += 1;
+  }
+  std::cerr << arguments.size() << " files: " << valid << " valid, " << invalid << " invalid";
+  if (bases) std::cerr << ", " << bases << " base" << (bases == 1 ? "" : "s") << " checked through the recipes extending them";
+  std::cerr << "\n";
+  return invalid ? kExitInvalidInput : kExitOk;
+}
+
 const CommandRegistration kValidate{
-    "validate", "Check a recipe and report every problem at once",
+    "validate", "Check recipes and report every problem at once",
     [](CLI::App& sub) -> CommandRunner {
-      auto recipe = std::make_shared<std::string>();
+      auto recipes = std::make_shared<std::vector<std::string>>();
       auto overrides = std::make_shared<std::vector<std::string>>();
       auto print = std::make_shared<bool>(false);
-      sub.add_option("recipe", *recipe, "Recipe file (YAML), catalog name (bagua recipes list), or run directory")->required();
+      sub.add_option("recipe", *recipes,
+                     "Recipe files (YAML), catalog names (bagua recipes list) or run directories; with several, "
+                     "one that another extends is checked through it")
+          ->required();
       sub.add_option("--set", *overrides,
-                     "Override a key before validation: key.path=value (value parsed as YAML); repeatable")
+                     "Override a key before validation: key.path=value (value parsed as YAML); repeatable, "
+                     "applied to every recipe")
           ->type_name("KEY=VALUE")->allow_extra_args(false);
       sub.add_flag("--print", *print,
-                   "Print the resolved recipe (extends merged, overrides applied, defaults filled) as YAML");
+                   "Print the resolved recipe (extends merged, overrides applied, defaults filled) as YAML "
+                   "(one recipe only)");
       sub.footer(
-          "Exit status: 0 valid, 2 invalid (every error is listed as FILE:LINE:COL: key.path: message),\n"
-          "1 internal failure.\n\n"
+          "Exit status: 0 every recipe valid, 2 any invalid (every error is listed as\n"
+          "FILE:LINE:COL: key.path: message), 1 internal failure.\n\n"
           "Examples:\n"
           "  bagua validate recipes/fashion-mnist-mlp.yaml\n"
           "  bagua validate recipes/fashion-mnist-mlp.yaml --set data.batch_size=128 --set train.epochs=5\n"
           "  bagua validate recipe.yaml --set 'optimizers[0].lr=0.1' --print > resolved.yaml\n"
+          "  bagua validate recipes/*.yaml team/*.yaml   # a whole repository; bases are checked through their recipes\n"
           "  NPROC=4 bagua validate recipe.yaml   # with distributed.nproc_per_node: ${NPROC:-2}\n");
-      return [recipe, overrides, print]() -> int {
-        try {
-          Recipe r = load_recipe(resolve_recipe_argument(*recipe), *overrides);
-          for (const auto& note : r.notes) std::cerr << note.to_string() << " (note)\n";
-          if (*print) {
-            std::cout << resolved_recipe_yaml(r);
-            std::cerr << summary(r) << "\n";
-          } else {
-            std::cout << summary(r) << "\n";
-          }
-          return kExitOk;
-        } catch (const RecipeError& e) {
-          return report_invalid_recipe(e, *recipe);
-        }
+      return [recipes, overrides, print]() -> int {
+        if (recipes->size() == 1) return validate_one(recipes->front(), *overrides, *print);
+        if (*print) throw ConfigError("--print takes one recipe (" + std::to_string(recipes->size()) + " given)");
+        return validate_many(*recipes, *overrides);
       };
     }};
 

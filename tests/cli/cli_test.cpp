@@ -61,13 +61,17 @@ TEST(Cli, VersionAndBadUsage) {
   // error, with where to look.
   const Outcome other = bagua("validate x.yaml --nproc-per-node 3");
   EXPECT_EQ(other.exit_code, bagua::kExitInvalidInput) << other.output;
-  EXPECT_TRUE(has(other.output, "bagua validate: error: The following arguments were not expected: 3 --nproc-per-node"))
+  EXPECT_TRUE(has(other.output, "bagua validate: error: The following argument was not expected: --nproc-per-node"))
       << other.output;
   EXPECT_TRUE(has(other.output, "a recipe key is changed with --set KEY=VALUE")) << other.output;
-  const Outcome empty = bagua("validate x.yaml ''");
-  EXPECT_TRUE(has(empty.output, "bagua validate: error: The following argument was not expected: \"\" (an empty "
+  const Outcome empty = bagua("run x.yaml ''");
+  EXPECT_TRUE(has(empty.output, "bagua run: error: The following argument was not expected: \"\" (an empty "
                                 "argument)"))
       << empty.output;
+  // validate takes several recipes: an empty one (an unset variable) is named as such.
+  const Outcome empty_recipe = bagua("validate ''");
+  EXPECT_EQ(empty_recipe.exit_code, bagua::kExitInvalidInput) << empty_recipe.output;
+  EXPECT_TRUE(has(empty_recipe.output, "\"\" (an empty argument) is not a recipe")) << empty_recipe.output;
   // A runtime that cannot be run is the environment's fault: 2, not 1.
   ::setenv("BAGUA_RUNTIME", "/nonexistent/bagua-runtime", 1);
   const Outcome no_runtime = bagua("run x.yaml");

@@ -67,6 +67,12 @@ RecipeArgument resolve_recipe_argument(const std::string& argument);
 Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string>& overrides = {},
                    const RecipeLoadOptions& options = {});
 
+// The files recipe `path` extends, directly or through other bases, as far
+// as they can be read (depth-first, each once); nothing is validated, so an
+// invalid recipe still names its bases. `bagua validate A B ...` uses it
+// to check a base only through the recipes that extend it.
+std::vector<std::string> recipe_bases(const std::string& path);
+
 // ---- pinning --------------------------------------------------------------
 
 // One `extends` entry of a recipe, as pinning finds it.

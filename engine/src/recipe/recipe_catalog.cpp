@@ -134,6 +134,9 @@ bool is_run_directory(const std::string& path) {
 }
 
 std::string locate_recipe_argument(const std::string& argument) {
+  if (argument.empty())  // an unset shell variable, most often
+    throw Error("\"\" (an empty argument) is not a recipe: expected a recipe file, a run directory or the name "
+                "of a catalog recipe (bagua recipes list)", true);
   std::error_code ec;
   if (fs::is_directory(argument, ec)) {
     if (is_run_directory(argument)) return (fs::path(argument) / "recipe.resolved.yaml").string();
@@ -176,6 +179,17 @@ RecipeArgument resolve_recipe_argument(const std::string& argument) {
     return a;
   a.overrides.push_back("output.dir=" + recipe::json_quote(as_written));
   return a;
+}
+
+std::vector<std::string> recipe_bases(const std::string& path) {
+  recipe::Diagnostics ignored;
+  std::vector<RecipeOrigin::File> files;
+  std::vector<RecipeOrigin::StalePin> stale;  // a stale pin is no reason to lose a base
+  recipe::load_with_extends(path, ignored, &files, &stale);
+  std::vector<std::string> out;
+  for (size_t i = 1; i < files.size(); ++i)
+    if (std::find(out.begin(), out.end(), files[i].path) == out.end()) out.push_back(files[i].path);
+  return out;
 }
 
 Recipe load_recipe(const RecipeArgument& argument, const std::vector<std::string>& overrides,
