@@ -139,6 +139,16 @@ void check_allreduce(WorkerChecks& c, int rank, int world) {
   bagua::allreduce(view, ReduceOp::MAX);
   at::Tensor want = reference(ReduceOp::MAX, world, [&](int r) { return input_of(r, at::kFloat, 6); });
   c.expect_equal(base, want.view({2, 3}), "allreduce of a transposed view writes through");
+  // What a training loop passes: a parameter's grad() (a const reference)
+  // and a temporary view, both reduced in place through their storage.
+  at::Tensor param = at::zeros({4}, at::kFloat).requires_grad_();
+  param.mutable_grad() = input_of(rank, at::kFloat, 4);
+  bagua::allreduce(param.grad());
+  c.expect_equal(param.grad(), reference(ReduceOp::SUM, world, [&](int r) { return input_of(r, at::kFloat, 4); }),
+                 "allreduce of a parameter's grad()");
+  at::Tensor flat = input_of(rank, at::kFloat, 6);
+  bagua::broadcast(flat.view({2, 3}).t(), 0);
+  c.expect_equal(flat, input_of(0, at::kFloat, 6), "broadcast into a temporary view");
   // Asynchronous: three in flight, then waited.
   std::vector<at::Tensor> xs;
   std::vector<bagua::Work> works;

@@ -181,43 +181,43 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks);
 // --- Collectives. group == nullptr means the default group. ---
 
 // Reduces `tensor` across the group; every member ends with the result.
-void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::SUM,
+void allreduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::SUM,
                const ProcessGroupPtr& group = nullptr);
-Work allreduce_async(at::Tensor& tensor, ReduceOp op = ReduceOp::SUM,
+Work allreduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::SUM,
                      const ProcessGroupPtr& group = nullptr);
 
 // Copies root's `tensor` into every member's `tensor`.
-void broadcast(at::Tensor& tensor, int root = 0, const ProcessGroupPtr& group = nullptr);
-Work broadcast_async(at::Tensor& tensor, int root = 0, const ProcessGroupPtr& group = nullptr);
+void broadcast(const at::Tensor& tensor, int root = 0, const ProcessGroupPtr& group = nullptr);
+Work broadcast_async(const at::Tensor& tensor, int root = 0, const ProcessGroupPtr& group = nullptr);
 
 // Reduces `tensor` into rank `dst`'s `tensor`; on the other ranks `tensor`
 // is left with unspecified contents.
-void reduce(at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM,
+void reduce(const at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM,
             const ProcessGroupPtr& group = nullptr);
-Work reduce_async(at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM,
+Work reduce_async(const at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM,
                   const ProcessGroupPtr& group = nullptr);
 
 // `recv` (size() times as many elements as `send`, same dtype) receives every
 // member's `send`, concatenated in group-rank order.
-void allgather(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group = nullptr);
-Work allgather_async(const at::Tensor& send, at::Tensor& recv,
+void allgather(const at::Tensor& send, const at::Tensor& recv, const ProcessGroupPtr& group = nullptr);
+Work allgather_async(const at::Tensor& send, const at::Tensor& recv,
                      const ProcessGroupPtr& group = nullptr);
 
 // `send` holds size() equal chunks; group rank i's `recv` (one chunk's worth)
 // receives the reduction over all members of their chunk i.
-void reduce_scatter(const at::Tensor& send, at::Tensor& recv, ReduceOp op = ReduceOp::SUM,
+void reduce_scatter(const at::Tensor& send, const at::Tensor& recv, ReduceOp op = ReduceOp::SUM,
                     const ProcessGroupPtr& group = nullptr);
 
 // `send` holds size() equal chunks; chunk j goes to group rank j, and `recv`'s
 // chunk i (same size) receives group rank i's chunk for this rank.
-void alltoall(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group = nullptr);
-Work alltoall_async(const at::Tensor& send, at::Tensor& recv,
+void alltoall(const at::Tensor& send, const at::Tensor& recv, const ProcessGroupPtr& group = nullptr);
+Work alltoall_async(const at::Tensor& send, const at::Tensor& recv,
                     const ProcessGroupPtr& group = nullptr);
 
 // Point to point: `dst`/`src` are group ranks; tensors must match in dtype and
 // element count on both sides.
 void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group = nullptr);
-void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr);
+void recv(const at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr);
 // Non-blocking point to point (torch's isend/irecv): several may be in
 // flight at once, e.g. a ring exchange with both neighbours, posted in any
 // order on every rank before any is waited (no call waits for its peer).
@@ -226,7 +226,7 @@ void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr);
 // waited. With the argument check on (Gloo), a dtype or size mismatch
 // fails wait() on both sides with CommError (docs/communication.md).
 Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group = nullptr, int tag = 0);
-Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr, int tag = 0);
+Work irecv(const at::Tensor& tensor, int src, const ProcessGroupPtr& group = nullptr, int tag = 0);
 
 // Blocks until every member has reached it.
 void barrier(const ProcessGroupPtr& group = nullptr);

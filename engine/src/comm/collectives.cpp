@@ -185,7 +185,7 @@ Work gather_and_reduce(const Call& call, const at::Tensor& data, const at::Tenso
 
 // ---------------------------------------------------------------- allreduce
 
-Work allreduce_async(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
+Work allreduce_async(const at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kAllreduce);
   check_tensor(call, tensor, "tensor");
   verify(call, Collective::kAllreduce, &tensor, nullptr, -1, static_cast<int>(op));
@@ -208,13 +208,13 @@ Work allreduce_async(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& gro
   return call.work({w}, copy_back(data, tensor, plan.finish));
 }
 
-void allreduce(at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
+void allreduce(const at::Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group) {
   allreduce_async(tensor, op, group).wait();
 }
 
 // ---------------------------------------------------------------- broadcast
 
-Work broadcast_async(at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
+Work broadcast_async(const at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kBroadcast);
   check_tensor(call, tensor, "tensor");
   // Only the number of elements must agree (as Bagua documents): a root's
@@ -233,13 +233,13 @@ Work broadcast_async(at::Tensor& tensor, int root, const ProcessGroupPtr& group)
   return call.work({w}, copy_back(data, tensor));
 }
 
-void broadcast(at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
+void broadcast(const at::Tensor& tensor, int root, const ProcessGroupPtr& group) {
   broadcast_async(tensor, root, group).wait();
 }
 
 // ---------------------------------------------------------------- reduce
 
-Work reduce_async(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPtr& group) {
+Work reduce_async(const at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kReduce);
   check_tensor(call, tensor, "tensor");
   verify(call, Collective::kReduce, &tensor, nullptr, dst, static_cast<int>(op));
@@ -264,13 +264,13 @@ Work reduce_async(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPt
   return call.work({w}, copy_back(data, tensor, plan.finish));
 }
 
-void reduce(at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPtr& group) {
+void reduce(const at::Tensor& tensor, int dst, ReduceOp op, const ProcessGroupPtr& group) {
   reduce_async(tensor, dst, op, group).wait();
 }
 
 // ---------------------------------------------------------------- allgather
 
-Work allgather_async(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+Work allgather_async(const at::Tensor& send, const at::Tensor& recv, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kAllgather);
   check_tensor(call, send, "send");
   check_tensor(call, recv, "recv");
@@ -286,13 +286,13 @@ Work allgather_async(const at::Tensor& send, at::Tensor& recv, const ProcessGrou
   return call.work({w}, copy_back(out, recv));
 }
 
-void allgather(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+void allgather(const at::Tensor& send, const at::Tensor& recv, const ProcessGroupPtr& group) {
   allgather_async(send, recv, group).wait();
 }
 
 // ---------------------------------------------------------------- reduce_scatter
 
-void reduce_scatter(const at::Tensor& send, at::Tensor& recv, ReduceOp op,
+void reduce_scatter(const at::Tensor& send, const at::Tensor& recv, ReduceOp op,
                     const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kReduceScatter);
   check_tensor(call, send, "send");
@@ -315,7 +315,7 @@ void reduce_scatter(const at::Tensor& send, at::Tensor& recv, ReduceOp op,
 
 // ---------------------------------------------------------------- alltoall
 
-Work alltoall_async(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+Work alltoall_async(const at::Tensor& send, const at::Tensor& recv, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kAlltoall);
   check_tensor(call, send, "send");
   check_tensor(call, recv, "recv");
@@ -333,7 +333,7 @@ Work alltoall_async(const at::Tensor& send, at::Tensor& recv, const ProcessGroup
   return call.work({w}, copy_back(out, recv));
 }
 
-void alltoall(const at::Tensor& send, at::Tensor& recv, const ProcessGroupPtr& group) {
+void alltoall(const at::Tensor& send, const at::Tensor& recv, const ProcessGroupPtr& group) {
   alltoall_async(send, recv, group).wait();
 }
 
@@ -352,7 +352,7 @@ void send(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group) {
       .wait();
 }
 
-void recv(at::Tensor& tensor, int src, const ProcessGroupPtr& group) {
+void recv(const at::Tensor& tensor, int src, const ProcessGroupPtr& group) {
   Call call = start(group, Collective::kSend);
   check_tensor(call, tensor, "tensor");
   check_root(call, src, "src");
@@ -454,7 +454,7 @@ Work isend(const at::Tensor& tensor, int dst, const ProcessGroupPtr& group, int 
   });
 }
 
-Work irecv(at::Tensor& tensor, int src, const ProcessGroupPtr& group, int tag) {
+Work irecv(const at::Tensor& tensor, int src, const ProcessGroupPtr& group, int tag) {
   Call call = start(group, Collective::kSend);
   check_tensor(call, tensor, "tensor");
   check_root(call, src, "src");
