@@ -321,4 +321,27 @@ TEST_F(PlanTest, WithoutDataTheStepsAreUnknown) {
   EXPECT_EQ(j["algorithm"]["phases"][0]["name"], "warm-up");
 }
 
+// A model that cannot take the data: the plan is made (parameters and
+// traffic do not depend on the data) and says, as a note, that bagua run
+// would refuse it; the recipe's own model has no such note.
+TEST_F(PlanTest, AModelThatCannotTakeTheDataIsANote) {
+  const std::string recipe = write_recipe("wrongmodel", "name: gradient_allreduce");
+  CliResult right = run_bagua(dir_, "plan " + recipe + " --json -");
+  ASSERT_EQ(right.exit_code, 0) << right.err;
+  for (const auto& note : json::parse(right.out)["notes"])
+    EXPECT_EQ(note.get<std::string>().find("would refuse"), std::string::npos) << note;
+  CliResult wrong = run_bagua(dir_, "plan " + recipe + " --set model.torchscript=" + kSourceDir +
+                                        "/tests/fixtures/models/mlp_small.pt --json -");
+  ASSERT_EQ(wrong.exit_code, 0) << wrong.err;
+  json j = json::parse(wrong.out);
+  EXPECT_EQ(j["parameters"]["numel"], 784 * 32 + 32 + 32 * 10 + 10);
+  bool said = false;
+  for (const auto& note : j["notes"]) {
+    const std::string text = note.get<std::string>();
+    said = said || (text.find("bagua run would refuse this recipe") != std::string::npos &&
+                    text.find("data.train.input_shape") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << j["notes"];
+}
+
 }  // namespace

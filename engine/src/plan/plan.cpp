@@ -381,6 +381,17 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
   plan_algorithms(recipe, plan);
   plan_memory(recipe, plan);
   plan_steps(recipe, options, plan);
+  // The model on two samples of the data, as bagua run's preflight tries it:
+  // inputs it cannot take are a note here (the figures above hold), where
+  // run refuses to start.
+  if (plan.steps.known && plan.steps.train_samples > 0) {
+    try {
+      check_model(recipe);
+    } catch (const Error& e) {
+      if (!e.is_user_error()) throw;
+      plan.notes.push_back(std::string("bagua run would refuse this recipe: ") + e.what());
+    }
+  }
   return plan;
 }
 
