@@ -28,6 +28,10 @@ TEST(BaguaModule, ParametersAndOptimizerStateEqualAfterWithBagua) {
   expect_all_checks_passed(run_workers("initial_state", 3), 3);
 }
 
+TEST(BaguaModule, RanksWrappingDifferentModelsAreNamedOnEveryRank) {
+  expect_all_checks_passed(run_workers("different_models", 3), 3);
+}
+
 TEST(BaguaModule, UnusedParameterIsNamedInsteadOfHanging) {
   // A hang would last the whole collective timeout; a named error comes
   // well before it (start-up alone took 25 s under TSan on a busy machine).

@@ -218,6 +218,29 @@ int scenario_initial_state() {
   return c.finish();
 }
 
+// Rank 2 builds a wider hidden layer: every rank is told, by with_bagua,
+// that the models differ and which rank; rank 2 also hears the first
+// tensor that differs. Nobody hangs in the broadcast of rank 0's weights.
+int scenario_different_models() {
+  bagua::init_process_group();
+  const int rank = bagua::get_rank();
+  WorkerChecks c(rank);
+  Seq model = make_mlp(3, rank == 2 ? 6 : 5, 2, torch::kFloat);
+  auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  std::string message;
+  try {
+    bagua::with_bagua(*model, {sgd}, std::make_shared<bagua::GradientAllReduce>());
+  } catch (const bagua::InvalidArgument& e) {
+    message = e.what();
+  }
+  c.expect(message.find("the ranks wrap different models: rank 2 differs from rank 0") != std::string::npos,
+           "every rank names the rank that differs: " + message);
+  const bool detail = message.find("first difference: rank 0 has 'parameter 0.weight Float[5, 3]', this rank (2) "
+                                   "has 'parameter 0.weight Float[6, 3]'") != std::string::npos;
+  c.expect(detail == (rank == 2), "the differing rank, and it alone, names the first tensor that differs: " + message);
+  return c.finish();
+}
+
 struct WithUnused : torch::nn::Module {
   WithUnused() {
     used = register_module("used", torch::nn::Linear(3, 2));
@@ -398,5 +421,6 @@ int run_scenario(const std::string& name) {
       {"initial_state", scenario_initial_state}, {"unused", scenario_unused},
       {"overlap", scenario_overlap},         {"switch", scenario_switch},
       {"alone", scenario_alone},             {"skipped_layer", scenario_skipped_layer},
+      {"different_models", scenario_different_models},
   });
 }

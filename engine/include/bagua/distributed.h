@@ -12,8 +12,10 @@
 //     ddp->step();       // the optimizers' step plus the algorithm's post-step work
 //   }
 //
-// with_bagua() broadcasts parameters, buffers and optimizer state from group
-// rank 0, so every rank starts identical; registers the parameters' gradients
+// with_bagua() checks that every rank wraps the same model (names, dtypes,
+// shapes; InvalidArgument on every rank, naming the ranks that differ),
+// broadcasts parameters, buffers and optimizer state from group rank 0, so
+// every rank starts identical; registers the parameters' gradients
 // (minus ignored ones) in buckets; and hooks every parameter's gradient
 // accumulator so a bucket is communicated as soon as all its gradients exist,
 // while backward continues. Works on a C++ frontend torch::nn::Module and on a

@@ -109,6 +109,78 @@ bool glob_match(const std::string& pattern, const std::string& name) {
   return p == pattern.size();
 }
 
+namespace {
+
+// One line per tensor: "param fc1.weight Float[64, 49]".
+std::vector<std::string> model_layout(const std::vector<std::pair<std::string, at::Tensor>>& parameters,
+                                      const std::vector<std::pair<std::string, at::Tensor>>& buffers) {
+  std::vector<std::string> out;
+  auto add = [&](const char* kind, const std::vector<std::pair<std::string, at::Tensor>>& named) {
+    for (const auto& [name, t] : named) {
+      std::ostringstream line;
+      line << kind << " " << name << " ";
+      if (t.defined()) line << t.scalar_type() << t.sizes();
+      else line << "undefined";
+      out.push_back(line.str());
+    }
+  };
+  add("parameter", parameters);
+  add("buffer", buffers);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// Every rank must wrap the same model: rank 0's layout (names, dtypes,
+// shapes) is compared on every rank, and every rank throws, naming the
+// ranks that differ and, on those, the first difference. (The broadcast of
+// rank 0's weights would otherwise fail on sizes alone, or, for models of
+// one size, silently copy weights into the wrong tensors.)
+void check_same_model_on_every_rank(const std::vector<std::pair<std::string, at::Tensor>>& parameters,
+                                    const std::vector<std::pair<std::string, at::Tensor>>& buffers,
+                                    const ProcessGroupPtr& group) {
+  if (group->size() == 1) return;
+  const std::vector<std::string> mine = model_layout(parameters, buffers);
+  std::string root = group->rank() == 0 ? joined(mine) : std::string();
+  broadcast_object(root, 0, group);
+  const bool differs = root != joined(mine);
+  // Which ranks differ: one slot per rank, summed. On the parameters'
+  // device, which is the group's (an NCCL group takes CUDA tensors only).
+  const at::Device device = parameters.empty() ? at::Device(at::kCPU) : parameters.front().second.device();
+  at::Tensor flags = at::zeros({group->size()}, at::TensorOptions().dtype(at::kInt).device(device));
+  if (differs) flags[group->rank()].fill_(1);
+  allreduce(flags, ReduceOp::SUM, group);
+  flags = flags.cpu();
+  std::vector<int> ranks;
+  for (int r = 0; r < group->size(); ++r)
+    if (flags[r].item<int>() != 0) ranks.push_back(r);
+  if (ranks.empty()) return;
+  std::string listed;
+  for (int r : ranks) listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+  std::string message = "with_bagua: the ranks wrap different models: rank" + std::string(ranks.size() > 1 ? "s " : " ") +
+                        listed + " differ" + (ranks.size() > 1 ? "" : "s") +
+                        " from rank 0 in parameter or buffer names, dtypes or shapes (every rank must build "
+                        "the same model)";
+  if (differs) {
+    std::vector<std::string> theirs;
+    std::istringstream in(root);
+    for (std::string line; std::getline(in, line);) theirs.push_back(line);
+    size_t i = 0;
+    while (i < mine.size() && i < theirs.size() && mine[i] == theirs[i]) ++i;
+    message += "; first difference: rank 0 has " + (i < theirs.size() ? "'" + theirs[i] + "'" : std::string("no more")) +
+               ", this rank (" + std::to_string(group->rank()) + ") has " +
+               (i < mine.size() ? "'" + mine[i] + "'" : std::string("no more")) + " (" +
+               std::to_string(theirs.size()) + " tensors on rank 0, " + std::to_string(mine.size()) + " here)";
+  }
+  throw InvalidArgument(message);
+}
+
+}  // namespace
+
 BaguaModule::BaguaModule(std::vector<std::pair<std::string, at::Tensor>> parameters,
                          std::vector<std::pair<std::string, at::Tensor>> buffers,
                          std::vector<OptimizerPtr> optimizers, AlgorithmPtr algorithm,
@@ -142,6 +214,7 @@ BaguaModule::BaguaModule(std::vector<std::pair<std::string, at::Tensor>> paramet
   internals_->build_params = bagua_build_params();
   for (const auto& [name, p] : internals_->build_params) internals_->hooked.insert(p.unsafeGetTensorImpl());
   step_counter_ = options_.step_counter;
+  check_same_model_on_every_rank(parameters_, buffers_, group_);
   broadcast_initial_state();
   context_ = std::make_unique<Context>(*this);
   impl_ = algorithm_->reify(group_);
