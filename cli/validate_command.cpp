@@ -1,8 +1,8 @@
 // bagua validate RECIPE... [--set k=v]... [--print]
 //
 // Several recipes are checked in one call, each reported as if alone; a file
-// that another recipe of the call extends is a base, checked through the
-// recipes that extend it (a base alone often lacks required keys).
+// that another recipe of the call extends and that lacks required keys is a
+// fragment, checked only through the recipes that extend it.
 #include "command.h"
 
 #include <bagua/algorithms/catalog.h>
@@ -84,12 +84,30 @@ int validate_many(const std::vector<std::string>& arguments, const std::vector<s
     if (!files[i].empty()) {
       auto children = extended_by.find(file_identity(files[i]));
       if (children != extended_by.end()) {
-        ++bases;
-        const auto& by = children->second;
-        std::cout << arguments[i] << ": a base, checked through " << by.front();
-        if (by.size() > 1) std::cout << " and " << by.size() - 1 << " more";
-        std::cout << "\n";
-        continue;
+        // A base is a recipe too when it is whole (the quickstart that the
+        // CNN recipe extends); one that lacks only required keys is a
+        // fragment, checked through the recipes that extend it.
+        std::vector<std::string> lacks;
+        bool fragment = false;
+        try {
+          (void)load_recipe(resolve_recipe_argument(arguments[i]), overrides);
+        } catch (const RecipeError& e) {
+          fragment = !e.diagnostics().empty();
+          for (const auto& d : e.diagnostics()) {
+            fragment = fragment && d.message.rfind("missing required key", 0) == 0;
+            lacks.push_back(d.key_path);
+          }
+        }
+        if (fragment) {
+          ++bases;
+          const auto& by = children->second;
+          std::cout << arguments[i] << ": a base (alone it lacks ";
+          for (size_t k = 0; k < lacks.size(); ++k) std::cout << (k ? ", " : "") << lacks[k];
+          std::cout << "), checked through " << by.front();
+          if (by.size() > 1) std::cout << " and " << by.size() - 1 << " more";
+          std::cout << "\n";
+          continue;
+        }
       }
     }
     int status;
@@ -116,7 +134,7 @@ const CommandRegistration kValidate{
       auto print = std::make_shared<bool>(false);
       sub.add_option("recipe", *recipes,
                      "Recipe files (YAML), catalog names (bagua recipes list) or run directories; with several, "
-                     "one that another extends is checked through it")
+                     "a base another extends that lacks required keys is checked through it")
           ->required();
       sub.add_option("--set", *overrides,
                      "Override a key before validation: key.path=value (value parsed as YAML); repeatable, "
@@ -132,7 +150,7 @@ const CommandRegistration kValidate{
           "  bagua validate recipes/fashion-mnist-mlp.yaml\n"
           "  bagua validate recipes/fashion-mnist-mlp.yaml --set data.batch_size=128 --set train.epochs=5\n"
           "  bagua validate recipe.yaml --set 'optimizers[0].lr=0.1' --print > resolved.yaml\n"
-          "  bagua validate recipes/*.yaml team/*.yaml   # a whole repository; bases are checked through their recipes\n"
+          "  bagua validate recipes/*.yaml team/*.yaml   # a whole repository; partial bases are checked through their recipes\n"
           "  NPROC=4 bagua validate recipe.yaml   # with distributed.nproc_per_node: ${NPROC:-2}\n");
       return [recipes, overrides, print]() -> int {
         if (recipes->size() == 1) return validate_one(recipes->front(), *overrides, *print);

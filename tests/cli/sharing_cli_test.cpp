@@ -324,33 +324,43 @@ TEST_F(SharingCli, DiffIgnoresWholeKeysAndRefusesAMalformedPath) {
 
 // A repository's recipes in one call, as a CI job checks them: every
 // recipe is reported (the bad one does not hide the others), a base that
-// another recipe of the call extends is checked through it (alone it lacks
-// required keys), and the exit status is 2 if any recipe is invalid.
-TEST_F(SharingCli, ValidateTakesAWholeRepositoryAndChecksBasesThroughTheirRecipes) {
-  write("repo/team/base.yaml", "extends: ../../catalog/team-base.yaml\ntrain: {epochs: 3}\n");
+// another recipe of the call extends and that lacks required keys (a
+// fragment) is checked through it, a whole recipe that is also a base is
+// checked as a recipe, and the exit status is 2 if any recipe is invalid.
+TEST_F(SharingCli, ValidateTakesAWholeRepositoryAndChecksFragmentsThroughTheirRecipes) {
+  write("repo/team/whole.yaml", "extends: ../../catalog/team-base.yaml\ntrain: {epochs: 3}\n");
   write("repo/team/partial.yaml", "train: {epochs: 2}\n");
-  write("repo/fast.yaml", "extends: team/base.yaml\nalgorithm: {name: bytegrad}\n");
-  write("repo/broken.yaml", "extends: team/base.yaml\ndata: {batch_size: 0}\nalgorithm: {name: nope}\n");
-  write("repo/also.yaml", "extends: [team/base.yaml, team/partial.yaml]\n");
-  Said all = bagua("validate repo/broken.yaml repo/fast.yaml repo/team/base.yaml repo/team/partial.yaml "
+  write("repo/team/badpart.yaml", "data: {batch_size: 0}\n");
+  write("repo/fast.yaml", "extends: team/whole.yaml\nalgorithm: {name: bytegrad}\n");
+  write("repo/broken.yaml", "extends: team/whole.yaml\ndata: {batch_size: 0}\nalgorithm: {name: nope}\n");
+  write("repo/also.yaml", "extends: [team/whole.yaml, team/partial.yaml]\n");
+  write("repo/usesbad.yaml", "extends: [team/whole.yaml, team/badpart.yaml]\n");
+  Said all = bagua("validate repo/broken.yaml repo/fast.yaml repo/team/whole.yaml repo/team/partial.yaml "
                    "repo/also.yaml repo/missing.yaml");
   EXPECT_EQ(all.exit_code, 2) << all.all;
   EXPECT_TRUE(has(all.all, "repo/broken.yaml:2:20: data.batch_size")) << all.all;
   EXPECT_TRUE(has(all.all, "repo/broken.yaml:3:19: algorithm.name")) << all.all;
   EXPECT_TRUE(has(all.out, "repo/fast.yaml: valid recipe fast (bytegrad")) << "the bad one hides nothing: " << all.all;
   EXPECT_TRUE(has(all.out, "repo/also.yaml: valid recipe also")) << all.all;
-  EXPECT_TRUE(has(all.out, "repo/team/base.yaml: a base, checked through repo/broken.yaml and 2 more")) << all.all;
-  EXPECT_TRUE(has(all.out, "repo/team/partial.yaml: a base, checked through repo/also.yaml")) << all.all;
-  EXPECT_FALSE(has(all.all, "repo/team/partial.yaml:1:1")) << "a base is not checked alone: " << all.all;
+  EXPECT_TRUE(has(all.out, "repo/team/whole.yaml: valid recipe whole")) << "a whole base is a recipe: " << all.all;
+  EXPECT_TRUE(has(all.out, "repo/team/partial.yaml: a base (alone it lacks data, model, optimizers), checked "
+                           "through repo/also.yaml"))
+      << all.all;
+  EXPECT_FALSE(has(all.all, "repo/team/partial.yaml:1:1")) << "a fragment is not checked alone: " << all.all;
   EXPECT_TRUE(has(all.all, "repo/missing.yaml")) << all.all;
-  EXPECT_TRUE(has(all.all, "6 files: 2 valid, 2 invalid, 2 bases checked through the recipes extending them"))
+  EXPECT_TRUE(has(all.all, "6 files: 3 valid, 2 invalid, 1 base checked through the recipes extending them"))
       << all.all;
 
-  Said good = bagua("validate repo/fast.yaml ./repo/team/base.yaml repo/also.yaml repo/team/partial.yaml");
-  EXPECT_EQ(good.exit_code, 0) << "./repo/team/base.yaml is the base fast.yaml names: " << good.all;
-  EXPECT_TRUE(has(good.out, "./repo/team/base.yaml: a base")) << good.all;
+  Said good = bagua("validate repo/also.yaml ./repo/team/partial.yaml");
+  EXPECT_EQ(good.exit_code, 0) << "./repo/team/partial.yaml is the base also.yaml names: " << good.all;
+  EXPECT_TRUE(has(good.out, "./repo/team/partial.yaml: a base")) << good.all;
   Said alone = bagua("validate repo/team/partial.yaml repo/fast.yaml");
-  EXPECT_EQ(alone.exit_code, 2) << "a base no recipe of the call extends is checked as a recipe: " << alone.all;
+  EXPECT_EQ(alone.exit_code, 2) << "a fragment no recipe of the call extends is checked as a recipe: " << alone.all;
+  Said bad_fragment = bagua("validate repo/usesbad.yaml repo/team/badpart.yaml");
+  EXPECT_EQ(bad_fragment.exit_code, 2) << bad_fragment.all;
+  EXPECT_TRUE(has(bad_fragment.all, "repo/team/badpart.yaml:1:20: data.batch_size")) << bad_fragment.all;
+  EXPECT_TRUE(has(bad_fragment.all, "2 files: 0 valid, 2 invalid"))
+      << "a base with a wrong value, not only missing keys, is reported itself: " << bad_fragment.all;
   Said print = bagua("validate repo/fast.yaml repo/also.yaml --print");
   EXPECT_EQ(print.exit_code, 2) << print.all;
   EXPECT_TRUE(has(print.all, "--print takes one recipe")) << print.all;
