@@ -227,6 +227,19 @@ TEST(Errors, AGroupHandleKeptAcrossDestroyIsNamedWhenRankZeroCannotServeAgain) {
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
 }
 
+// The same with more than one rank: the others leave at once (rank 0 tells
+// them its store stays up) and all join again once the handle is gone.
+TEST(Errors, AGroupHandleKeptOnRankZeroDoesNotHoldTheOthersInDestroy) {
+  for (int world : {2, 3}) {
+    const std::string sync = ::testing::TempDir() + "/bagua-kept-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(world);
+    std::remove(sync.c_str());
+    expect_all_checks_passed(
+        run_workers("kept_handle", world, {{"BAGUA_TIMEOUT_S", "60"}, {"BAGUA_TEST_SYNC_FILE", sync}}), world);
+    std::remove(sync.c_str());
+  }
+}
+
 TEST(Errors, CollectivesBeforeInitSayWhatToDo) {
   at::Tensor x = at::ones({2});
   try {

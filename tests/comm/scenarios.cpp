@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -536,6 +537,56 @@ int scenario_rejoin() {
   return c->finish();
 }
 
+// Rank 0 keeps a group handle across destroy_process_group(), so its store
+// stays up: the other ranks leave at once rather than wait out their
+// timeout (BAGUA_TIMEOUT_S) for a close that is not coming; rank 0's next
+// init_process_group() names the handle; once rank 0 releases it (it says
+// so in the file BAGUA_TEST_SYNC_FILE), every rank joins again.
+int scenario_kept_handle() {
+  bagua::init_process_group();
+  const int rank = bagua::get_rank();
+  const int world = bagua::get_world_size();
+  WorkerChecks c(rank);
+  std::vector<int> all(world);
+  for (int r = 0; r < world; ++r) all[r] = r;
+  bagua::ProcessGroupPtr kept = bagua::new_group(all);
+  if (rank != 0) kept.reset();
+  const auto before = std::chrono::steady_clock::now();
+  bagua::destroy_process_group();
+  const double left_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+  const char* sync_env = std::getenv("BAGUA_TEST_SYNC_FILE");
+  const std::string released = sync_env ? sync_env : "";
+  c.expect(!released.empty(), "BAGUA_TEST_SYNC_FILE is set");
+  if (rank == 0) {
+    try {
+      bagua::init_process_group();
+      c.expect(false, "rank 0 served a second store on a port its first still holds");
+    } catch (const bagua::CommError& e) {
+      c.expect(std::string(e.what()).find("kept by a group handle") != std::string::npos,
+               std::string("rank 0's error names the kept handle: ") + e.what());
+    }
+    kept.reset();
+    std::FILE* f = std::fopen(released.c_str(), "w");
+    if (f) std::fclose(f);
+  } else {
+    // The timeout is 60 s; waiting for a close rank 0 never makes would take all of it.
+    c.expect(left_s < 20, "rank " + std::to_string(rank) + " left in " + std::to_string(left_s) + " s");
+    for (int i = 0; i < 600; ++i) {
+      if (std::FILE* f = std::fopen(released.c_str(), "r")) {
+        std::fclose(f);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  bagua::init_process_group();
+  at::Tensor x = at::full({2}, static_cast<double>(rank), at::kDouble);
+  bagua::allreduce(x);
+  c.expect_equal(x, at::full({2}, world * (world - 1) / 2.0, at::kDouble), "allreduce after joining again");
+  bagua::destroy_process_group();
+  return c.finish();
+}
+
 // Just joins (or fails to join) the group: the parent checks the message.
 int scenario_join() {
   bagua::init_process_group();
@@ -552,5 +603,6 @@ int run_scenario(const std::string& name) {
       {"mismatch", scenario_mismatch},       {"peer_dies", scenario_peer_dies},
       {"join", scenario_join},               {"crash", scenario_crash},
       {"p2p_ring", scenario_p2p_ring},       {"rejoin", scenario_rejoin},
+      {"kept_handle", scenario_kept_handle},
   });
 }

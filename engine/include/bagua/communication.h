@@ -160,7 +160,8 @@ bool is_initialized();
 // every rank waits until all have called it and rank 0's store is closed,
 // so that none joins again while the old store still listens. A group
 // handle kept across it (new_group(), default_group(), ...) keeps rank 0's
-// store, and its port: release them first (joining again says so).
+// store, and its port: release them first (joining again says so). The
+// other ranks then return at once (rank 0 says its store stays up).
 void destroy_process_group();
 
 ProcessGroupPtr default_group();

@@ -432,6 +432,12 @@ comm::StorePtr connect_tcp(const comm::World& world, const std::string& addr, in
 }
 
 constexpr const char* kGenerationKey = "bagua/generation";
+constexpr const char* kNeverSetKey = "bagua/never-set";
+
+// Where rank 0 says, as it leaves the group of its `generation`th
+// init_process_group(), whether its store closes ("close") or stays up
+// ("kept"; see leave_together()).
+std::string closing_key(int generation) { return "bagua/closing/" + std::to_string(generation); }
 
 // The store rank 0 serves for this, the process's `generation`th
 // init_process_group(). A rank that destroyed its group and joins again
@@ -449,6 +455,7 @@ comm::StorePtr connect_tcp_generation(const comm::World& world, const std::strin
   }
   const auto deadline = std::chrono::steady_clock::now() + world.timeout;
   std::string last = "none";
+  bool older_kept = false;  // the older store rank 0 still serves is held by a kept group handle
   for (;;) {
     comm::StorePtr store = connect_tcp(world, addr, port, previous_alive);
     try {
@@ -461,6 +468,10 @@ comm::StorePtr connect_tcp_generation(const comm::World& world, const std::strin
                         std::to_string(world.rank) + ") at its number " + mine +
                         ": every rank calls init_process_group() and destroy_process_group() as often as the others");
       }
+      if (store->check({closing_key(std::stoi(last))})) {
+        const std::vector<uint8_t> word = store->get(closing_key(std::stoi(last)));
+        older_kept = std::string(word.begin(), word.end()) == "kept";
+      }
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -468,9 +479,14 @@ comm::StorePtr connect_tcp_generation(const comm::World& world, const std::strin
     }
     store.reset();
     if (std::chrono::steady_clock::now() >= deadline) {
+      const std::string found =
+          older_kept ? "rank 0 still serves the store of its init_process_group() number " + last +
+                           ", kept up by a group handle rank 0 held across destroy_process_group() (release every "
+                           "ProcessGroupPtr before init_process_group() is called again)"
+                     : "rank 0's: " + last;
       throw CommError("rank " + std::to_string(world.rank) + " found no rendezvous store of init_process_group() number " +
                       mine + " at " + addr + ":" + std::to_string(port) + " within " +
-                      comm::format_seconds(world.timeout) + " (rank 0's: " + last + ")");
+                      comm::format_seconds(world.timeout) + " (" + found + ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -594,13 +610,18 @@ bool is_initialized() {
 namespace {
 
 // The ranks of a group whose store rank 0 serves leave it together: each
-// says it is leaving; rank 0 closes its store once all have said so, and
-// the others return once it has (their wait ends when the store's
-// connection closes). No rank can then join again at rank 0's port while
-// the old store still listens: c10d's client aborts the process when a
-// listener it connected to closes before accepting it.
-void leave_together(comm::World& world, int generation) {
-  if (world.world_size < 2 || !world.rank0_store) return;
+// says it is leaving, and rank 0 waits until all have said so. Rank 0 then
+// says whether its store closes (nothing else holds the world) or stays up
+// (a group handle kept across destroy_process_group() holds it); the others
+// wait for that word, and for the close itself when it comes (their wait
+// ends when the store's connection closes). No rank can then join again at
+// rank 0's port while the old store still listens, which c10d's client
+// does not survive (it aborts the process when a listener it connected to
+// closes before accepting it), and no rank waits out its timeout for a
+// close that is not coming.
+// Returns, on rank 0, its store, for announce_closing() once it knows.
+comm::StorePtr leave_together(comm::World& world, int generation) {
+  if (world.world_size < 2 || !world.rank0_store) return {};
   const std::string key = "bagua/leaving/" + std::to_string(generation);
   try {
     world.rank0_store->add(key, 1);
@@ -608,22 +629,38 @@ void leave_together(comm::World& world, int generation) {
       const auto deadline = std::chrono::steady_clock::now() + world.timeout;
       while (world.rank0_store->add(key, 0) < world.world_size && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } else {
-      world.rank0_store->wait({"bagua/never-set"}, world.timeout);
+      return world.rank0_store;
     }
+    world.rank0_store->wait({closing_key(generation)}, world.timeout);
+    const std::vector<uint8_t> word = world.rank0_store->get(closing_key(generation));
+    if (std::string(word.begin(), word.end()) == "close") world.rank0_store->wait({kNeverSetKey}, world.timeout);
   } catch (const std::exception&) {
     // The store closed (what the wait was for), or a peer is gone: leave.
+  }
+  return {};
+}
+
+// Rank 0, its world released: tells the others whether its store closes
+// with the last reference, `store`, which it then drops.
+void announce_closing(comm::StorePtr store, int generation, bool closes) {
+  const std::string word = closes ? "close" : "kept";
+  try {
+    store->set(closing_key(generation), std::vector<uint8_t>(word.begin(), word.end()));
+  } catch (const std::exception&) {
+    // Nobody is left to tell.
   }
 }
 
 void destroy_world(bool together) {
   auto& g = comm::global();
   std::lock_guard<std::mutex> lock(g.mutex);
-  if (g.world && together) leave_together(*g.world, g.generation);
+  comm::StorePtr rank0_store;
+  if (g.world && together) rank0_store = leave_together(*g.world, g.generation);
   if (g.world) comm::release_nccl_backends(*g.world);
   g.previous = g.world;
   g.default_group.reset();
   g.world.reset();
+  if (rank0_store) announce_closing(std::move(rank0_store), g.generation, g.previous.expired());
 }
 
 }  // namespace
