@@ -344,4 +344,56 @@ TEST_F(PlanTest, AModelThatCannotTakeTheDataIsANote) {
   EXPECT_TRUE(said) << j["notes"];
 }
 
+// An image folder's eval set is labelled by data.train's class names, as
+// the workers label it: a class the training folder lacks is a note (the
+// model has no output for it), and a set with some of its classes is
+// probed through the model like the training set.
+TEST_F(PlanTest, AnEvalFolderIsLabelledAsTheWorkersLabelIt) {
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + kSourceDir +
+                         "/scripts/make_image_folder.py --train-per-class 2 --val-per-class 1 --out " + dir_.string() +
+                         " > /dev/null")
+                            .c_str()),
+            0);
+  const fs::path images = dir_ / "fashion-images";
+  for (const char* cls : {"3-dress", "7-sneaker"}) {
+    fs::create_directories(images / "train-two" / cls);
+    fs::copy(images / "train" / cls, images / "train-two" / cls, fs::copy_options::recursive);
+  }
+  fs::create_directories(images / "val-one" / "7-sneaker");
+  fs::copy(images / "val" / "7-sneaker", images / "val-one" / "7-sneaker", fs::copy_options::recursive);
+  const auto plan_with_eval = [&](const std::string& eval_folder) {
+    const fs::path recipe = dir_ / ("images-" + eval_folder + ".yaml");
+    std::ofstream(recipe) << "name: images\n"
+                          << "model: {torchscript: " << kSourceDir << "/recipes/models/cnn.pt, loss: cross_entropy}\n"
+                          << "data:\n"
+                          << "  train: {format: image_folder, path: " << (images / "train-two").string()
+                          << ", input_shape: [1, 28, 28]}\n"
+                          << "  eval: {format: image_folder, path: " << (images / eval_folder).string()
+                          << ", input_shape: [1, 28, 28]}\n"
+                          << "  batch_size: 2\n"
+                          << "optimizers: [{type: sgd, lr: 0.1}]\n"
+                          << "output: {dir: " << (dir_ / "out").string() << "}\n";
+    CliResult r = run_bagua(dir_, "plan " + recipe.string() + " --json -");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const auto refusals = [](const json& plan) {
+    std::string all;
+    for (const auto& note : plan["notes"]) {
+      const std::string text = note.get<std::string>();
+      if (text.find("would refuse") != std::string::npos) all += text + "\n";
+    }
+    return all;
+  };
+  const json all_classes = plan_with_eval("val");
+  EXPECT_NE(refusals(all_classes).find("a class the training data does not have"), std::string::npos)
+      << all_classes["notes"];
+  EXPECT_EQ(all_classes["steps"]["eval_samples"], 10) << "the figures are the eval set's own";
+  const json one_class = plan_with_eval("val-one");
+  EXPECT_EQ(refusals(one_class), "");
+  EXPECT_EQ(one_class["steps"]["eval_samples"], 1);
+  EXPECT_NE(one_class["data"]["eval"].get<std::string>().find("of the training data's 2"), std::string::npos)
+      << one_class["data"]["eval"];
+}
+
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "comm/verify.h"
 #include "train/components.h"
+#include "train/model_check.h"
 #include "train/resume.h"
 #include "train/worker_environment.h"
 
@@ -25,6 +26,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
 
 namespace bagua {
 
@@ -159,11 +162,18 @@ std::string plan_dtype_name(c10::ScalarType dtype) { return comm::dtype_name(dty
 
 namespace {
 
-// The parameters and buffers of the model (loaded only for their list),
-// which are ignored, which optimizer takes each, and their totals.
-void plan_parameters(const Recipe& recipe, Plan& plan) {
-  // The model, only for its parameter and buffer list.
-  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
+// What make_plan() loads once: the model and the data, kept for the probe
+// that follows the figures (train/model_check.h).
+struct Loaded {
+  std::optional<torch::jit::Module> module;
+  std::shared_ptr<Dataset> train, eval;
+};
+
+// The parameters and buffers of the model, which are ignored, which
+// optimizer takes each, and their totals.
+void plan_parameters(const Recipe& recipe, Plan& plan, Loaded& loaded) {
+  loaded.module = train::load_model(recipe.model.torchscript, at::kCPU);
+  torch::jit::Module& module = *loaded.module;
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (const auto& p : module.named_parameters(true)) named.emplace_back(p.name, p.value);
   PlanParameters& params = plan.parameters;
@@ -303,7 +313,7 @@ void plan_memory(const Recipe& recipe, Plan& plan) {
 }
 
 // Data and steps, counted as the trainer counts them (train/resume.h).
-void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
+void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan, Loaded& loaded) {
   const PlanWorld& world = plan.world;
   PlanMemory& mem = plan.memory;
   PlanSteps& steps = plan.steps;
@@ -317,11 +327,23 @@ void plan_steps(const Recipe& recipe, const PlanOptions& options, Plan& plan) {
   steps.drop_last = recipe.data.sampler.drop_last;
   if (options.load_data) {
     auto train = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
+    loaded.train = train;
     plan.train_data = train->describe();
     mem.data = train->memory_bytes();
     if (recipe.data.eval) {
-      auto eval =
-          load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_load_options_for(recipe.data));
+      // As the workers load it (named classes labelled as data.train's);
+      // a class data.train lacks is a note, and the figures are the set's
+      // own.
+      std::shared_ptr<Dataset> eval;
+      try {
+        eval = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss),
+                            train::eval_set_options(recipe, *train));
+        loaded.eval = eval;
+      } catch (const Error& e) {
+        if (!e.is_user_error()) throw;
+        plan.notes.push_back(std::string("bagua run would refuse this recipe: ") + e.what());
+        eval = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_load_options_for(recipe.data));
+      }
       plan.eval_data = eval->describe();
       steps.eval_samples = eval->size();
       mem.data += eval->memory_bytes();
@@ -377,16 +399,19 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options) {
     plan.notes.push_back(std::string("bagua run would refuse this recipe here: ") + e.what());
   }
 
-  plan_parameters(recipe, plan);
+  Loaded loaded;
+  plan_parameters(recipe, plan, loaded);
   plan_algorithms(recipe, plan);
   plan_memory(recipe, plan);
-  plan_steps(recipe, options, plan);
+  plan_steps(recipe, options, plan, loaded);
   // The model on two samples of the data, as bagua run's preflight tries it:
   // inputs it cannot take are a note here (the figures above hold), where
   // run refuses to start.
-  if (plan.steps.known && plan.steps.train_samples > 0) {
+  if (plan.steps.known && plan.steps.train_samples > 0 && loaded.module && loaded.train) {
     try {
-      check_model(recipe);
+      const std::shared_ptr<Dataset> eval =
+          loaded.eval ? train::eval_inputs_as_train(loaded.eval, *loaded.train) : nullptr;
+      train::check_model_on(recipe, *loaded.module, *loaded.train, eval.get());
     } catch (const Error& e) {
       if (!e.is_user_error()) throw;
       plan.notes.push_back(std::string("bagua run would refuse this recipe: ") + e.what());

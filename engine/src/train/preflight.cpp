@@ -8,6 +8,7 @@
 
 #include "train/components.h"
 #include "train/evaluation.h"
+#include "train/model_check.h"
 #include "train/worker_environment.h"
 
 #include <torch/cuda.h>
@@ -234,8 +235,10 @@ void probe_model(const Recipe& recipe, torch::jit::Module& module, const Dataset
 
 }  // namespace
 
-void check_model(const Recipe& recipe, const std::string& trace_file) {
-  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
+namespace train {
+
+void check_model_on(const Recipe& recipe, torch::jit::Module& module, const Dataset& train, const Dataset* eval,
+                    const std::string& trace_file) {
   // model.ignore_params: a pattern that matches nothing is a typo.
   for (const std::string& pattern : recipe.model.ignore_params) {
     std::vector<std::string> names;
@@ -252,12 +255,19 @@ void check_model(const Recipe& recipe, const std::string& trace_file) {
                     "); patterns are globs over these names (* and ?)",
                 true);
   }
-  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
-  if (data->size() == 0) return;  // check_data says so
-  // Its inputs must suit the same model (a user Error when they cannot).
-  const std::shared_ptr<Dataset> eval = train::load_eval_set(recipe, *data);
-  probe_model(recipe, module, *data, "data.train", trace_file);
+  if (train.size() == 0) return;  // check_data says so
+  probe_model(recipe, module, train, "data.train", trace_file);
   if (eval && eval->size() > 0) probe_model(recipe, module, *eval, "data.eval", trace_file);
+}
+
+}  // namespace train
+
+void check_model(const Recipe& recipe, const std::string& trace_file) {
+  torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
+  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
+  // Its inputs must suit the same model (a user Error when they cannot).
+  const std::shared_ptr<Dataset> eval = data->size() > 0 ? train::load_eval_set(recipe, *data) : nullptr;
+  train::check_model_on(recipe, module, *data, eval.get(), trace_file);
 }
 
 }  // namespace bagua

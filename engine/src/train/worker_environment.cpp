@@ -121,12 +121,22 @@ std::shared_ptr<Dataset> load_training_set(const Recipe& recipe, bool through_ca
   return train;
 }
 
-std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train) {
-  if (!recipe.data.eval) return nullptr;
+LoadOptions eval_set_options(const Recipe& recipe, const Dataset& train) {
   LoadOptions options = eval_load_options_for(recipe.data);
   // Named classes (image folders) are labelled as data.train labels them.
-  if (recipe.data.eval->format == recipe.data.train.format) options.class_names = train.class_names();
-  std::shared_ptr<Dataset> eval = load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), options);
+  if (recipe.data.eval && recipe.data.eval->format == recipe.data.train.format) {
+    options.class_names = train.class_names();
+  }
+  return options;
+}
+
+std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train) {
+  if (!recipe.data.eval) return nullptr;
+  return eval_inputs_as_train(
+      load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_set_options(recipe, train)), train);
+}
+
+std::shared_ptr<Dataset> eval_inputs_as_train(std::shared_ptr<Dataset> eval, const Dataset& train) {
   if (eval->size() == 0 || train.size() == 0) return eval;
   const at::ScalarType want = train.get_batch({0}).input.scalar_type();
   const at::ScalarType have = eval->get_batch({0}).input.scalar_type();
