@@ -49,22 +49,38 @@ std::string file_identity(const std::string& path) {
   return ec ? std::filesystem::path(path).lexically_normal().string() : p.string();
 }
 
+// What validate prints for a recipe that loaded: its notes, and its
+// summary line (on stderr after the resolved YAML with --print).
+void say_valid(const Recipe& r, bool print) {
+  for (const auto& note : r.notes) std::cerr << note.to_string() << " (note)\n";
+  if (print) {
+    std::cout << resolved_recipe_yaml(r);
+    std::cerr << summary(r) << "\n";
+  } else {
+    std::cout << summary(r) << "\n";
+  }
+}
+
 // Validates one recipe and prints what validate prints for it; returns the
 // exit status for it alone.
 int validate_one(const std::string& argument, const std::vector<std::string>& overrides, bool print) {
   try {
-    Recipe r = load_recipe(resolve_recipe_argument(argument), overrides);
-    for (const auto& note : r.notes) std::cerr << note.to_string() << " (note)\n";
-    if (print) {
-      std::cout << resolved_recipe_yaml(r);
-      std::cerr << summary(r) << "\n";
-    } else {
-      std::cout << summary(r) << "\n";
-    }
+    say_valid(load_recipe(resolve_recipe_argument(argument), overrides), print);
     return kExitOk;
   } catch (const RecipeError& e) {
     return report_invalid_recipe(e, argument);
   }
+}
+
+// The keys a recipe lacks when it lacks nothing else (a fragment that
+// other recipes complete); empty when anything else is wrong with it.
+std::vector<std::string> only_lacks(const RecipeError& e) {
+  std::vector<std::string> lacks;
+  for (const auto& d : e.diagnostics()) {
+    if (d.message.rfind("missing required key", 0) != 0) return {};
+    lacks.push_back(d.key_path);
+  }
+  return lacks;
 }
 
 int validate_many(const std::vector<std::string>& arguments, const std::vector<std::string>& overrides) {
@@ -75,44 +91,34 @@ int validate_many(const std::vector<std::string>& arguments, const std::vector<s
     try {
       files[i] = locate_recipe_argument(arguments[i]);
     } catch (const Error&) {
-      continue;  // validate_one says why
+      continue;  // the load below says why
     }
     for (const std::string& base : recipe_bases(files[i])) extended_by[file_identity(base)].push_back(arguments[i]);
   }
   int valid = 0, invalid = 0, bases = 0;
   for (size_t i = 0; i < arguments.size(); ++i) {
-    if (!files[i].empty()) {
-      auto children = extended_by.find(file_identity(files[i]));
-      if (children != extended_by.end()) {
-        // A base is a recipe too when it is whole (the quickstart that the
-        // CNN recipe extends); one that lacks only required keys is a
-        // fragment, checked through the recipes that extend it.
-        std::vector<std::string> lacks;
-        bool fragment = false;
-        try {
-          (void)load_recipe(resolve_recipe_argument(arguments[i]), overrides);
-        } catch (const RecipeError& e) {
-          fragment = !e.diagnostics().empty();
-          for (const auto& d : e.diagnostics()) {
-            fragment = fragment && d.message.rfind("missing required key", 0) == 0;
-            lacks.push_back(d.key_path);
-          }
-        }
-        if (fragment) {
-          ++bases;
-          const auto& by = children->second;
-          std::cout << arguments[i] << ": a base (alone it lacks ";
-          for (size_t k = 0; k < lacks.size(); ++k) std::cout << (k ? ", " : "") << lacks[k];
-          std::cout << "), checked through " << by.front();
-          if (by.size() > 1) std::cout << " and " << by.size() - 1 << " more";
-          std::cout << "\n";
-          continue;
-        }
-      }
-    }
+    // Each argument is loaded once: what it is follows from the outcome.
     int status;
     try {
-      status = validate_one(arguments[i], overrides, false);
+      say_valid(load_recipe(resolve_recipe_argument(arguments[i]), overrides), false);
+      status = kExitOk;
+    } catch (const RecipeError& e) {
+      // A base is a recipe too when it is whole (the quickstart that the
+      // CNN recipe extends); one that lacks only required keys is a
+      // fragment, checked through the recipes that extend it.
+      const auto children = files[i].empty() ? extended_by.end() : extended_by.find(file_identity(files[i]));
+      const std::vector<std::string> lacks = children != extended_by.end() ? only_lacks(e) : std::vector<std::string>{};
+      if (!lacks.empty()) {
+        ++bases;
+        const auto& by = children->second;
+        std::cout << arguments[i] << ": a base (alone it lacks ";
+        for (size_t k = 0; k < lacks.size(); ++k) std::cout << (k ? ", " : "") << lacks[k];
+        std::cout << "), checked through " << by.front();
+        if (by.size() > 1) std::cout << " and " << by.size() - 1 << " more";
+        std::cout << "\n";
+        continue;
+      }
+      status = report_invalid_recipe(e, arguments[i]);
     } catch (const Error& e) {  // not found, not a recipe
       if (!e.is_user_error()) throw;
       std::cerr << arguments[i] << ": " << e.what() << "\n";
