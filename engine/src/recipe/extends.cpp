@@ -135,7 +135,7 @@ struct ExtendsLoader {
     std::string sha;
     SourceTree tree = read_yaml_file(path, diags, &sha);
     if (files && !sha.empty()) files->push_back({path, sha});
-    refuse_newer_schema(tree, diags);  // each file of the chain, a base as much as the recipe
+    tree.newer_schema = refuse_newer_schema(tree, diags);  // each file of the chain, a base as much as the recipe
     SourceTree merged;
     bool have_base = false;
     if (tree.doc.is_object() && tree.doc.contains("extends")) {
@@ -217,6 +217,7 @@ struct ExtendsLoader {
 void merge_trees(SourceTree& base, const SourceTree& over) {
   if (!base.doc.is_object()) base.doc = json::object();
   merge_at(base, over, over.doc, base.doc, "");
+  base.newer_schema = base.newer_schema || over.newer_schema;
 }
 
 SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags,

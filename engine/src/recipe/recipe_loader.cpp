@@ -92,10 +92,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   if (!tree.doc.is_object()) fail(diags, path);
   // Any file of the chain (a base too) written for a newer schema ends the
   // load here: its keys would read as unknown, which would mislead.
-  // (refuse_newer_schema is the only stage so far to report at that key.)
-  if (std::any_of(diags.items.begin(), diags.items.end(),
-                  [](const Diagnostic& d) { return d.key_path == "schema_version"; }))
-    fail(diags, path);
+  if (tree.newer_schema) fail(diags, path);
 
   const json& schema = recipe_schema();
   apply_overrides(tree, overrides, schema, diags);

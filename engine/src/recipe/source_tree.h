@@ -31,6 +31,9 @@ struct SourceTree {
   json doc;
   std::map<std::string, SourcePos> values;  // path -> where its value starts
   std::map<std::string, SourcePos> keys;    // path -> where its key starts
+  // This file, or a file merged into it (a base), declares a schema_version
+  // newer than this bagua reads (refuse_newer_schema() said so).
+  bool newer_schema = false;
 
   // Where to report a problem with the value at `path`: its value, else its
   // key, else the nearest ancestor that has a position.

@@ -41,7 +41,8 @@ SourceTree load_with_extends(const std::string& display_path, Diagnostics& diags
                              std::vector<RecipeOrigin::StalePin>* stale = nullptr);
 // A file (the recipe or one of its bases) whose own schema_version is newer
 // than this bagua reads gets one error saying so; returns whether it did.
-// load_recipe stops after reading when any file did.
+// load_recipe stops after reading when any file did (the merged tree's
+// newer_schema says so).
 bool refuse_newer_schema(const SourceTree& tree, Diagnostics& diags);
 // Deep-merges `over` onto `base` at the root.
 void merge_trees(SourceTree& base, const SourceTree& over);
