@@ -133,18 +133,4 @@ void say_resumed(RunLog& log, const ResumeFacts& f) {
   log.record(record);
 }
 
-int64_t last_logged_step(const std::string& metrics_path) {
-  int64_t last = 0;
-  try {
-    if (!std::filesystem::exists(metrics_path)) return 0;
-    for (const auto& record : metrics::read_metrics_file(metrics_path)) {
-      if (const auto* s = std::get_if<metrics::StepRecord>(&record)) last = s->step;
-      if (const auto* r = std::get_if<metrics::ResumeRecord>(&record)) last = r->step;
-    }
-  } catch (const std::exception&) {
-    return 0;
-  }
-  return last;
-}
-
 }  // namespace bagua::train

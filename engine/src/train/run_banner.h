@@ -63,8 +63,4 @@ struct ResumeFacts {
 // The lines and the resume record (metrics.jsonl).
 void say_resumed(RunLog& log, const ResumeFacts& facts);
 
-// The step of the last training record in a metrics.jsonl (0 when none, or
-// when the file cannot be read: it only feeds a message).
-int64_t last_logged_step(const std::string& metrics_path);
-
 }  // namespace bagua::train

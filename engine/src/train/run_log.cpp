@@ -33,15 +33,18 @@ RunLog::RunLog(const std::string& metrics_path, bool enabled, int64_t total_step
       last_draw_(start_) {
   if (!enabled_) return;
   // A resumed run's best evaluation so far includes the runs before it,
-  // up to the checkpoint it resumed from (a later one was redone).
-  if (append && start_step > 0) {
+  // up to the checkpoint it resumed from (a later one was redone); the
+  // last step they logged feeds the resume message.
+  if (append) {
     try {
       for (const metrics::Record& record : metrics::read_metrics_file(metrics_path)) {
-        const auto* r = std::get_if<EvalRecord>(&record);
-        if (r && r->step <= start_step) note_best(*r);
+        if (const auto* r = std::get_if<EvalRecord>(&record); r && r->step <= start_step) note_best(*r);
+        if (const auto* s = std::get_if<StepRecord>(&record)) logged_before_ = s->step;
+        if (const auto* s = std::get_if<metrics::ResumeRecord>(&record)) logged_before_ = s->step;
       }
     } catch (const std::exception&) {
       // No earlier file, or one we cannot read: this run's evaluations only.
+      logged_before_ = 0;
     }
   }
   metrics_.open(metrics_path, append ? std::ios::app : std::ios::trunc);

@@ -31,7 +31,13 @@ class RunLog {
   // `enabled` is false on every rank but 0: then every call does nothing.
   // `start_step`: the step this run starts at (after a resume), so rates and
   // ETAs count only the steps done here.
+  // With `append` (a resumed run), the file's earlier records are read
+  // once: the best evaluation up to `start_step` counts in summary(), and
+  // logged_before() is the step of its last step or resume record.
   RunLog(const std::string& metrics_path, bool enabled, int64_t total_steps, bool append, int64_t start_step = 0);
+  // The last step the metrics file had before this run appended to it (0
+  // when none, when it could not be read, or on a rank that does not log).
+  int64_t logged_before() const { return logged_before_; }
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
   // Also writes each step and eval record as TensorBoard scalars to a new
@@ -75,6 +81,7 @@ class RunLog {
   // For summary(): samples and time over the step records, the evaluations.
   double samples_ = 0, last_time_ = 0;
   int64_t last_step_ = 0;
+  int64_t logged_before_ = 0;
   std::optional<metrics::EvalRecord> last_eval_, best_eval_;
 };
 

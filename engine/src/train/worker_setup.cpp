@@ -225,8 +225,8 @@ void Worker::count_steps() {
 void Worker::open_log() {
   const fs::path metrics = out_dir_ / "metrics.jsonl";
   const bool resumed = !outcome_.resumed_from.empty();
-  if (env_.rank == 0 && resumed) logged_before_ = train::last_logged_step(metrics.string());
   log_ = std::make_unique<train::RunLog>(metrics.string(), env_.rank == 0, total_, resumed, pos_.step);
+  logged_before_ = log_->logged_before();
   if (recipe_.output.tensorboard) log_->add_tensorboard((out_dir_ / "tensorboard").string());
 }
 
