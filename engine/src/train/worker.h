@@ -142,7 +142,6 @@ class Worker {
   std::optional<Resize> resized_;          // a resume at another world size or global batch
   std::optional<ScheduleUnits> schedule_;  // from the checkpoint; else this run's, once planned
   std::unique_ptr<SampleRecord> sample_record_;  // BAGUA_RECORD_SAMPLES (a testing aid), or null
-  int64_t logged_before_ = 0;       // rank 0, resumed: the last step metrics.jsonl already had
   int64_t tuned_bucket_bytes_ = 0;  // bucket_size: auto's choice (once made, or from the checkpoint)
   std::optional<double> grad_norm_;  // the last computed global gradient norm (before clipping)
   // Micro-batches per step: train.grad_accum_steps, or after a resume at

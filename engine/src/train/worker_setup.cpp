@@ -226,7 +226,6 @@ void Worker::open_log() {
   const fs::path metrics = out_dir_ / "metrics.jsonl";
   const bool resumed = !outcome_.resumed_from.empty();
   log_ = std::make_unique<train::RunLog>(metrics.string(), env_.rank == 0, total_, resumed, pos_.step);
-  logged_before_ = log_->logged_before();
   if (recipe_.output.tensorboard) log_->add_tensorboard((out_dir_ / "tensorboard").string());
 }
 
@@ -314,7 +313,7 @@ void Worker::announce() {
     train::ResumeFacts f;
     f.from = outcome_.resumed_from;
     f.at = pos_;
-    f.logged_before = logged_before_;
+    f.logged_before = log_->logged_before();
     f.world = env_.world;
     f.global_batch = sampler_->global_batch();
     f.global_batch_given = b.global_batch_given;
