@@ -10,8 +10,10 @@
 # scripts/test.sh runs it after the ThreadSanitizer build.
 #
 # Cheap on purpose (CI has 2 cores): -O1 with line tables only (-g1), only
-# the targets these tests need (not the examples, benchmarks, other test
-# areas or header checks), and fewer fuzz cases than the main suite runs:
+# the targets these tests need (the front command, libbagua_recipe, the
+# data area: not bagua-runtime, the collectives, training, launch, plan or
+# bench areas, examples, benchmarks, other test areas or header checks;
+# tests/CMakeLists.txt links these two binaries that narrowly), and fewer fuzz cases than the main suite runs:
 # 500 recipe and 166 data mutations in-process (the main suite's first
 # ones), 8 through the binary (each run of the instrumented bagua costs
 # about 2 s of start-up). The corpus tests that run the instrumented

@@ -1,9 +1,9 @@
-// BatchLoader (engine/src/train/batch_loader.h): the training batches of an
+// BatchLoader (engine/src/data/batch_loader.h): the training batches of an
 // epoch, loaded ahead of the step on loader threads, in order, each
 // exactly as the step would load it, a bad sample's error at the batch
 // that holds it, and a new epoch dropping what was loaded for the old one.
 // (Here, in test_data, so the ThreadSanitizer build runs it.)
-#include "train/batch_loader.h"
+#include "data/batch_loader.h"
 
 #include <gtest/gtest.h>
 
@@ -71,7 +71,7 @@ TEST(BatchLoader, GivesEachBatchInOrderAsTheStepWouldLoadIt) {
   for (int threads : {0, 1, 3}) {
     SCOPED_TRACE(threads);
     auto data = std::make_shared<Numbers>(100);
-    train::BatchLoader loader(data, threads);
+    data::BatchLoader loader(data, threads);
     EXPECT_EQ(loader.threads(), threads);
     for (int64_t epoch = 0; epoch < 2; ++epoch) {
       const auto batches = batches_of(100, 7, 0);
@@ -84,7 +84,7 @@ TEST(BatchLoader, GivesEachBatchInOrderAsTheStepWouldLoadIt) {
 
 TEST(BatchLoader, LoadsAheadAtMostTwoBatchesPerThread) {
   auto data = std::make_shared<Numbers>(1000);
-  train::BatchLoader loader(data, 2);
+  data::BatchLoader loader(data, 2);
   loader.start(0, shared(batches_of(1000, 10)), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(data->loads_.load(), 4) << "2 threads x 2 batches, none asked for yet";
@@ -95,7 +95,7 @@ TEST(BatchLoader, LoadsAheadAtMostTwoBatchesPerThread) {
 
 TEST(BatchLoader, ABadSampleFailsTheStepOfItsBatchNotAnEarlierOne) {
   auto data = std::make_shared<Numbers>(50, /*bad=*/23);
-  train::BatchLoader loader(data, 2);
+  data::BatchLoader loader(data, 2);
   const auto batches = batches_of(50, 5);
   loader.start(0, shared(batches), 0);
   for (int64_t b = 0; b < 4; ++b) EXPECT_NO_THROW(loader.next(b)) << b;  // batch 4 holds 20..24
@@ -104,7 +104,7 @@ TEST(BatchLoader, ABadSampleFailsTheStepOfItsBatchNotAnEarlierOne) {
 
 TEST(BatchLoader, ANewEpochDropsWhatWasLoadedForTheOld) {
   auto data = std::make_shared<Numbers>(60);
-  train::BatchLoader loader(data, 3);
+  data::BatchLoader loader(data, 3);
   loader.start(0, shared(batches_of(60, 6)), 0);
   (void)loader.next(0);
   // Stopped after one batch (max_steps, a signal): the next epoch, other samples.
@@ -116,7 +116,7 @@ TEST(BatchLoader, ANewEpochDropsWhatWasLoadedForTheOld) {
 TEST(BatchLoader, StopsCleanlyWithBatchesInFlight) {
   auto data = std::make_shared<Numbers>(10000);
   {
-    train::BatchLoader loader(data, 4);
+    data::BatchLoader loader(data, 4);
     loader.start(0, shared(batches_of(10000, 50)), 0);
     (void)loader.next(0);
   }  // destroyed while its threads load
@@ -126,9 +126,9 @@ TEST(BatchLoader, StopsCleanlyWithBatchesInFlight) {
 TEST(BatchLoader, AutoUsesNoneForDataInMemoryOneForTokensAndTheSpareCoresForImages) {
   Numbers in_memory(10);
   DataSpec spec;
-  EXPECT_EQ(train::loader_threads_for(spec, in_memory, 2, 1), 0);
+  EXPECT_EQ(data::loader_threads_for(spec, in_memory, 2, 1), 0);
   spec.loader_threads = 3;
-  EXPECT_EQ(train::loader_threads_for(spec, in_memory, 2, 1), 3);
+  EXPECT_EQ(data::loader_threads_for(spec, in_memory, 2, 1), 3);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include <bagua/trainer.h>
 
 #include "train/allocation_counter.h"
-#include "train/batch_loader.h"
+#include "data/batch_loader.h"
 #include "train/best_model.h"
 #include "train/checkpoint.h"
 #include "train/components.h"
@@ -121,7 +121,7 @@ class Worker {
   std::unique_ptr<StepTrace> trace_ = std::make_unique<StepTrace>();
   std::shared_ptr<BaguaModule> ddp_;
   std::unique_ptr<Sampler> sampler_;
-  std::unique_ptr<BatchLoader> loader_;  // the training batches, loaded ahead of the step
+  std::unique_ptr<data::BatchLoader> loader_;  // the training batches, loaded ahead of the step
   std::unique_ptr<RunLog> log_;
   std::unique_ptr<StopVote> stop_vote_;
   std::unique_ptr<NonFiniteGuard> guard_;

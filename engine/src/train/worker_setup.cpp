@@ -52,8 +52,8 @@ void Worker::setup() {
   sampler_ = sampler_for(accum_);
   {
     const char* local = std::getenv("LOCAL_WORLD_SIZE");
-    loader_ = std::make_unique<train::BatchLoader>(
-        train_data_, train::loader_threads_for(recipe_.data, *train_data_, local ? std::max(1, std::atoi(local)) : 1,
+    loader_ = std::make_unique<data::BatchLoader>(
+        train_data_, data::loader_threads_for(recipe_.data, *train_data_, local ? std::max(1, std::atoi(local)) : 1,
                                                at::get_num_threads()));
   }
 

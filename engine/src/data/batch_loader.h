@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-namespace bagua::train {
+namespace bagua::data {
 
 class BatchLoader {
  public:
@@ -66,4 +66,4 @@ class BatchLoader {
 // them; at least 1), for token files 1, for data held in memory 0.
 int loader_threads_for(const DataSpec& spec, const Dataset& train, int local_workers, int compute_threads);
 
-}  // namespace bagua::train
+}  // namespace bagua::data

@@ -1,9 +1,9 @@
-#include "train/batch_loader.h"
+#include "data/batch_loader.h"
 
 #include <algorithm>
 #include <thread>
 
-namespace bagua::train {
+namespace bagua::data {
 
 BatchLoader::BatchLoader(std::shared_ptr<const Dataset> data, int threads) : data_(std::move(data)) {
   depth_ = 2 * std::max(threads, 0);
@@ -87,4 +87,4 @@ int loader_threads_for(const DataSpec& spec, const Dataset& train, int local_wor
   return std::max(1, left / std::max(1, local_workers));
 }
 
-}  // namespace bagua::train
+}  // namespace bagua::data
