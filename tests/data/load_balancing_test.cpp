@@ -348,6 +348,15 @@ bool maps_shared_data() {
   return false;
 }
 
+// The same samples, first, last and between, and the same description.
+void expect_same_samples(const Dataset& own, const Dataset& mapped) {
+  std::vector<int64_t> idx{0, 1, 9999, 4321};
+  Batch a = own.get_batch(idx), b = mapped.get_batch(idx);
+  EXPECT_TRUE(at::equal(a.input, b.input));
+  EXPECT_TRUE(at::equal(a.target, b.target));
+  EXPECT_EQ(own.describe(), mapped.describe());
+}
+
 // The launcher's shared copy of IDX images: the check keeps the inflated
 // images in a sealed memfd, and a worker's load maps it instead of reading
 // the file, with the same batches.
@@ -367,13 +376,34 @@ TEST(SharedData, AWorkerMapsTheLaunchersCopyAndGetsTheSameBatches) {
   auto mapped = load_dataset(src, TargetKind::kClassIndex);
   unsetenv(kSharedDataEnv);
   EXPECT_TRUE(maps_shared_data()) << "the images should be mapped from the shared memfd";
-  std::vector<int64_t> idx{0, 1, 9999, 4321};
-  Batch a = own->get_batch(idx), b = mapped->get_batch(idx);
-  EXPECT_TRUE(at::equal(a.input, b.input));
-  EXPECT_TRUE(at::equal(a.target, b.target));
-  EXPECT_EQ(own->describe(), mapped->describe());
+  expect_same_samples(*own, *mapped);
   mapped.reset();
   EXPECT_FALSE(maps_shared_data()) << "the mapping goes with the dataset";
+}
+
+// The launcher's own load after its check (the model probe of bagua run's
+// preflight): given the SharedData in LoadOptions, it maps the copy the
+// check inflated instead of inflating the file again, with the same
+// batches, and without BAGUA_SHARED_DATA in its environment.
+TEST(SharedData, TheLaunchersLoadAfterItsCheckMapsTheCopyInsteadOfInflatingAgain) {
+  DataSource src;
+  src.format = DataFormat::kIdx;
+  src.images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  src.labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
+  ASSERT_EQ(std::getenv(kSharedDataEnv), nullptr);
+  auto own = load_dataset(src, TargetKind::kClassIndex);
+  SharedData shared;
+  check_dataset(src, TargetKind::kClassIndex, {}, &shared);
+  ASSERT_GE(shared.fd_for(src.images), 0);
+  EXPECT_EQ(shared.fd_for(src.labels), -1) << "labels are read, not shared";
+  ASSERT_FALSE(maps_shared_data());
+  LoadOptions options;
+  options.shared = &shared;
+  auto mapped = load_dataset(src, TargetKind::kClassIndex, options);
+  EXPECT_TRUE(maps_shared_data()) << "the images should be mapped from the check's memfd";
+  expect_same_samples(*own, *mapped);
+  mapped.reset();
+  EXPECT_FALSE(maps_shared_data());
 }
 
 }  // namespace

@@ -159,6 +159,8 @@ class Dataset {
 };
 
 // What a loader reads besides inputs and targets.
+class SharedData;  // below
+
 struct LoadOptions {
   // csv column or jsonl field holding each sample's complexity (for the
   // load_balancing sampler): a non-negative number, or a list, whose
@@ -181,6 +183,10 @@ struct LoadOptions {
   // own: an eval folder holding some of the classes is scored as the model
   // was trained. A class not among them is a DataError. Empty: its own.
   std::vector<std::string> class_names = {};
+  // idx: the images check_dataset() already inflated into `shared` (the
+  // launcher's SharedData) are mapped from there instead of inflated again.
+  // Null: those BAGUA_SHARED_DATA names (a worker's), else the file.
+  const SharedData* shared = nullptr;
 };
 
 // The options a recipe's data section asks of its training set, and of its
@@ -210,6 +216,8 @@ class SharedData {
   void add(const std::string& path, int fd);
   // BAGUA_SHARED_DATA's value for the workers (empty when nothing is shared).
   std::string env_value() const;
+  // The fd holding `path`'s inflated contents, or -1.
+  int fd_for(const std::string& path) const;
 
  private:
   std::vector<std::pair<std::string, int>> files_;

@@ -18,7 +18,8 @@
 //     take fail in one line (a user Error) naming the key to change
 //     (model.torchscript, data.train.input_shape, model.loss). A
 //     TorchScript traceback is never in the message: with `trace_file`, it
-//     is written there and the message names the file.
+//     is written there and the message names the file. With `shared`
+//     (check_data()'s), IDX images are mapped from it, not inflated again.
 //   - check_output_dir(): what bagua run finds in output.dir before any
 //     worker starts. Throws a user Error when the directory holds the run
 //     of a recipe of another name (unless checkpoint.allow_recipe_change),
@@ -46,7 +47,7 @@ void check_supported(const Recipe& recipe);
 
 void check_data(const Recipe& recipe, SharedData* share = nullptr);
 
-void check_model(const Recipe& recipe, const std::string& trace_file = "");
+void check_model(const Recipe& recipe, const std::string& trace_file = "", const SharedData* shared = nullptr);
 
 struct OutputDirCheck {
   std::optional<int64_t> finished_at;  // the run there is complete at this step

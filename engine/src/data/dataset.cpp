@@ -45,7 +45,7 @@ std::shared_ptr<Dataset> load_dataset(const DataSource& source, TargetKind targe
   switch (source.format) {
     case DataFormat::kIdx:
       refuse_fields(source, options);
-      dataset = data::load_idx(source, target_kind);
+      dataset = data::load_idx(source, target_kind, options.shared);
       break;
     case DataFormat::kCsv:
       dataset = data::load_csv(source, target_kind, options);

@@ -86,7 +86,7 @@ std::vector<char> read_file_prefix(const std::string& path, size_t max_bytes);
 // One loader per format; each returns a fully checked dataset. `limit`
 // (text formats) > 0 reads only the records in the file's first `limit`
 // bytes: check_dataset()'s cheap look.
-std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind);
+std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind, const SharedData* shared);
 std::shared_ptr<Dataset> load_csv(const DataSource& source, TargetKind kind, const LoadOptions& options,
                                   size_t limit = 0);
 std::shared_ptr<Dataset> load_jsonl(const DataSource& source, TargetKind kind, const LoadOptions& options,

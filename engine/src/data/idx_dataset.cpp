@@ -318,8 +318,8 @@ struct Mapped {
   uint64_t size = 0;
   void* base = nullptr;
 };
-std::optional<Mapped> map_shared(const std::string& path) {
-  const int fd = shared_fd_for(path);
+std::optional<Mapped> map_shared(const std::string& path, const SharedData* shared) {
+  const int fd = shared ? shared->fd_for(path) : shared_fd_for(path);
   if (fd < 0) return std::nullopt;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size <= 0) return std::nullopt;
@@ -343,6 +343,12 @@ SharedData::~SharedData() {
 }
 
 void SharedData::add(const std::string& path, int fd) { files_.emplace_back(path, fd); }
+
+int SharedData::fd_for(const std::string& path) const {
+  for (const auto& [p, fd] : files_)
+    if (p == path) return fd;
+  return -1;
+}
 
 std::string SharedData::env_value() const {
   std::string v;
@@ -380,9 +386,9 @@ std::string check_idx_files(const DataSource& source, TargetKind kind, SharedDat
          shape_string(shape) + " float32" + mean_std.description() + ", " + describe_target(kind, {}, classes);
 }
 
-std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind) {
+std::shared_ptr<Dataset> load_idx(const DataSource& source, TargetKind kind, const SharedData* from) {
   // The launcher's shared copy when it made one, else the file.
-  std::optional<Mapped> shared = map_shared(source.images);
+  std::optional<Mapped> shared = map_shared(source.images, from);
   std::shared_ptr<std::vector<char>> images;
   std::vector<int64_t> image_dims(3);
   size_t image_offset = 0;

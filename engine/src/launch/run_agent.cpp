@@ -344,7 +344,7 @@ int run_agent(const Recipe& recipe, RunAgentOptions options) {
   if (auto code = stopped()) return *code;
   // A model that is not TorchScript, or that cannot take this data or give
   // this loss its output, fails here in one line (its traceback in the logs).
-  check_model(recipe, (fs::path(recipe.output.dir) / "logs" / "preflight.log").string());
+  check_model(recipe, (fs::path(recipe.output.dir) / "logs" / "preflight.log").string(), &holds.shared_data);
   if (auto code = stopped()) return *code;
   const auto& d = recipe.distributed;
   const std::string node_name = host_name();

@@ -262,11 +262,13 @@ void check_model_on(const Recipe& recipe, torch::jit::Module& module, const Data
 
 }  // namespace train
 
-void check_model(const Recipe& recipe, const std::string& trace_file) {
+void check_model(const Recipe& recipe, const std::string& trace_file, const SharedData* shared) {
   torch::jit::Module module = train::load_model(recipe.model.torchscript, at::kCPU);
-  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), load_options_for(recipe.data));
+  LoadOptions options = load_options_for(recipe.data);
+  options.shared = shared;  // IDX images check_data() inflated: mapped, not inflated again
+  auto data = load_dataset(recipe.data.train, target_kind_for(recipe.model.loss), options);
   // Its inputs must suit the same model (a user Error when they cannot).
-  const std::shared_ptr<Dataset> eval = data->size() > 0 ? train::load_eval_set(recipe, *data) : nullptr;
+  const std::shared_ptr<Dataset> eval = data->size() > 0 ? train::load_eval_set(recipe, *data, shared) : nullptr;
   train::check_model_on(recipe, module, *data, eval.get(), trace_file);
 }
 

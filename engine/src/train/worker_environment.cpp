@@ -130,10 +130,11 @@ LoadOptions eval_set_options(const Recipe& recipe, const Dataset& train) {
   return options;
 }
 
-std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train) {
+std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train, const SharedData* shared) {
   if (!recipe.data.eval) return nullptr;
-  return eval_inputs_as_train(
-      load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), eval_set_options(recipe, train)), train);
+  LoadOptions options = eval_set_options(recipe, train);
+  options.shared = shared;
+  return eval_inputs_as_train(load_dataset(*recipe.data.eval, target_kind_for(recipe.model.loss), options), train);
 }
 
 std::shared_ptr<Dataset> eval_inputs_as_train(std::shared_ptr<Dataset> eval, const Dataset& train) {

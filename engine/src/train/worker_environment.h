@@ -21,7 +21,8 @@
 //   - load_training_set() / load_eval_set(): the recipe's data (the
 //     training set through data.cache when the recipe asks for it); eval
 //     inputs of another dtype than the training set's are cast when that is
-//     safe (whole numbers to floats), else a user Error. The two steps of
+//     safe (whole numbers to floats), else a user Error. `shared`: the
+//     launcher's inflated IDX images (LoadOptions::shared). The two steps of
 //     load_eval_set(), for a caller that loads data.eval itself (bagua
 //     plan): eval_set_options() are the options to load it with (its
 //     classes labelled as data.train's), eval_inputs_as_train() the cast or
@@ -69,7 +70,7 @@ struct WorkerEnvironment {
 torch::jit::Module load_model(const std::string& torchscript, const at::Device& device);
 
 std::shared_ptr<Dataset> load_training_set(const Recipe& recipe, bool through_cache);
-std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train);
+std::shared_ptr<Dataset> load_eval_set(const Recipe& recipe, const Dataset& train, const SharedData* shared = nullptr);
 LoadOptions eval_set_options(const Recipe& recipe, const Dataset& train);
 std::shared_ptr<Dataset> eval_inputs_as_train(std::shared_ptr<Dataset> eval, const Dataset& train);
 
