@@ -5,6 +5,8 @@
 #include <bagua/version.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -15,7 +17,47 @@ std::vector<CommandInfo>& command_registry() {
 }
 }  // namespace bagua::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Ends the process once a command has returned, its output flushed,
+// without running static destructors. Everything a command owns (files,
+// child processes, sockets, temporary directories, the process group) is
+// released in its own scope before it returns; what is left at exit is
+// LibTorch's teardown of its libraries (Debian's loads some 290: operator
+// deregistration and the like), about 0.1 s of CPU per process, and with
+// it some 0.4 s of a two-worker `bagua run`'s wall time, paid by the
+// launcher and by every worker. The sanitizer builds exit normally:
+// LeakSanitizer and ThreadSanitizer report, and set the exit status, at
+// exit.
+int leave(int code) {
+  if (kSanitized) return code;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+int run_command(int argc, char** argv);
+
+}  // namespace
+
+int main(int argc, char** argv) { return leave(run_command(argc, argv)); }
+
+namespace {
+
+int run_command(int argc, char** argv) {
   using namespace bagua;
   using namespace bagua::cli;
   CLI::App app{"bagua: data-parallel PyTorch training from one YAML recipe"};
@@ -78,3 +120,5 @@ int main(int argc, char** argv) {
   }
   return kExitInternal;
 }
+
+}  // namespace
