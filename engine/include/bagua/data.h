@@ -158,9 +158,9 @@ class Dataset {
   std::vector<double> complexities_;
 };
 
-// What a loader reads besides inputs and targets.
 class SharedData;  // below
 
+// What a loader reads besides inputs and targets.
 struct LoadOptions {
   // csv column or jsonl field holding each sample's complexity (for the
   // load_balancing sampler): a non-negative number, or a list, whose
