@@ -42,7 +42,14 @@ launcher=()
 if command -v ccache >/dev/null 2>&1 && [ ! -f "$dir/CMakeCache.txt" ]; then
   # ccache hashes the locale variables (they change the compiler's
   # messages): unset, so a machine and a container without them agree.
-  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;-u;LANG;-u;LC_ALL;-u;LC_CTYPE;-u;LC_MESSAGES;CCACHE_BASEDIR=$PWD;CCACHE_DEPEND=1;CCACHE_COMPILERCHECK=content;ccache")
+  # The kernel's UAPI headers (/usr/include/linux, package linux-libc-dev)
+  # are left out of the cache's manifests: a machine whose image lags the
+  # mirror's point releases and a container installed from the mirror
+  # differ in them (linux/stddef.h, included by every area that uses
+  # sockets or threads), and that alone made half of the image's build
+  # stage miss. They define the kernel's stable ABI, which our code only
+  # reads.
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;-u;LANG;-u;LC_ALL;-u;LC_CTYPE;-u;LC_MESSAGES;CCACHE_BASEDIR=$PWD;CCACHE_DEPEND=1;CCACHE_COMPILERCHECK=content;CCACHE_IGNOREHEADERS=/usr/include/linux;ccache")
 fi
 cmake -S . -B "$dir" "${generator[@]}" "${launcher[@]}" "${extra[@]}" "$@" >/dev/null
 if [ "${BAGUA_CCACHE_STATS:-}" = 1 ]; then ccache --zero-stats >/dev/null 2>&1 || true; fi
