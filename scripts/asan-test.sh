@@ -20,6 +20,10 @@
 # bagua once per shipped recipe are left out (about 200 s): their in-process
 # twins (RecipeCorpus.*InProcess) run the same recipes through the same
 # loader, and the binary fuzz test covers the command's own path.
+# The data tests run up to 6 cases per process (-DBAGUA_TEST_GROUP=6,
+# docs/building.md): an instrumented process that loads LibTorch costs
+# about 3.4 s of CPU before its first case. The recipe tests' binary loads
+# no LibTorch and keeps one case per test.
 # GCC 12 warns "may be used uninitialized" inside
 # <regex> at -O1 with the sanitizers (a known false positive, GCC bug
 # 105616); that warning is off here, and stays on in the main build.
@@ -35,7 +39,7 @@ cd "$(dirname "$0")/.."
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 generator=()
 if command -v ninja >/dev/null 2>&1 && [ ! -f build-asan/CMakeCache.txt ]; then generator=(-G Ninja); fi
-cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBAGUA_BUILD_BENCH=OFF \
+cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBAGUA_BUILD_BENCH=OFF -DBAGUA_TEST_GROUP=6 \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_CXX_FLAGS="$sanitize -fno-omit-frame-pointer -Wno-maybe-uninitialized" \
   -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" >/dev/null

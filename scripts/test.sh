@@ -26,7 +26,9 @@ phase() {
   timings+=("$name $(( $(date +%s) - start )) s")
   echo "test.sh: $name took $(( $(date +%s) - start )) s"
 }
-phase build bash scripts/build.sh
+# Up to 6 cases of one suite per test process (docs/building.md, "How the
+# tests are registered"): each process pays LibTorch's start-up once.
+phase build bash scripts/build.sh -DBAGUA_TEST_GROUP=6
 phase suite ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 phase tsan bash scripts/tsan-test.sh
 phase asan bash scripts/asan-test.sh
